@@ -1,0 +1,1 @@
+"""The `kemem-es` command line: one module per command group."""

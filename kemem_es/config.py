@@ -1,0 +1,61 @@
+"""Settings: explicit arguments, then ``KEMEM_*`` environment variables, then defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything configurable in one place; nothing about a cluster is hard-coded elsewhere."""
+
+    model_config = SettingsConfigDict(env_prefix="KEMEM_", extra="ignore")
+
+    # Local engine (used when es_url is unset).
+    home: Path = Field(default=Path("~/.kemem"), description="local engine home: jars, data, logs")
+    engine_port: int = Field(default=9251, ge=1025, le=9299, description="local node HTTP port")
+    engine_heap: str = "1g"
+    java_home: Path | None = None
+
+    # A cluster of the user's own.
+    es_url: str | None = None
+    es_username: str | None = None
+    es_password: str | None = None
+    es_api_key: str | None = None
+    es_ca_certs: Path | None = None
+    es_verify_certs: bool = True
+    es_timeout_s: float = 30.0
+    dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
+    index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+
+    # Embedding model: a local ONNX directory, or a hub model id for users with internet.
+    model_dir: Path | None = None
+    model: str | None = None
+    model_variant: Literal["int8", "fp32"] = "int8"
+    embed_threads: int = Field(default=0, ge=0, description="0 lets onnxruntime decide")
+    embed_batch: int = Field(default=64, ge=1)
+    embed_max_length: int = Field(default=256, ge=8, le=512)
+
+    @model_validator(mode="after")
+    def _expand_paths(self) -> Settings:
+        self.home = self.home.expanduser()
+        if self.model_dir is not None:
+            self.model_dir = self.model_dir.expanduser()
+        return self
+
+    @property
+    def local_url(self) -> str:
+        return f"http://127.0.0.1:{self.engine_port}"
+
+    @property
+    def url(self) -> str:
+        """The cluster to talk to: the user's own, else the local node."""
+        return self.es_url or self.local_url
+
+
+def get_settings(**overrides: object) -> Settings:
+    """Settings with explicit overrides (None values are ignored so CLI defaults fall through)."""
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})

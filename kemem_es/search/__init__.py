@@ -1,0 +1,1 @@
+"""Query side: query building, fusion scoring, entity tiers, response assembly."""

@@ -1,0 +1,80 @@
+"""The response contract (SPEC §4), kept compatible with the previous /query service."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Signals(BaseModel):
+    """Each fused signal of one event hit, all in [0, 1] (the explain option)."""
+
+    kw: float
+    vec: float
+    time: float
+    strength: float
+    bm25: float = Field(description="raw BM25 of the keyword clauses, before saturation")
+
+
+class EventHit(BaseModel):
+    id: int
+    score: float
+    index: str = Field(description="the memory's document id")
+    db: str = "user"
+    description: str
+    deepinsight: str = ""
+    updatetime: str
+    created_at: str = ""
+    place: str = ""
+    scene: str = ""
+    keyword: list[str] = Field(default_factory=list)
+    log: str = ""
+    signals: Signals | None = None
+
+
+class EntityHit(BaseModel):
+    id: int
+    kind: str
+    score: float
+    index: dict[str, Any]
+    db: str = "user"
+    entity_name: str = ""
+    entity_type: str = ""
+    description: str
+    updatetime: str
+    matched_keywords: list[str] = Field(default_factory=list)
+    keyword: str = ""
+    tier: int = 0
+    log: str = ""
+
+
+class AdditionalInfo(BaseModel):
+    timings_ms: dict[str, float] = Field(
+        alias="检索耗时",
+        description="per stage: tokenise, expand, embed, search_events, search_entities, assemble, total",
+    )
+    query: str
+    tokens: list[str] = Field(alias="分词")
+    base_words: list[str] = Field(alias="给联想的基词")
+    expanded_words: list[dict[str, int]] = Field(alias="扩展后联想词")
+    mode: str = "fusion"
+
+    model_config = {"populate_by_name": True}
+
+
+class QueryResponse(BaseModel):
+    memory_events: list[EventHit] = Field(default_factory=list)
+    memory_entities: list[EntityHit] = Field(default_factory=list)
+    additional_info: AdditionalInfo
+
+    def to_contract(self) -> dict[str, Any]:
+        """JSON-ready dict using the contract's (Chinese) keys."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class SimpleResponse(BaseModel):
+    """The simplified variant: only the memory texts, in order of importance."""
+
+    memory_events: list[str]
+    memory_entities: list[str]
