@@ -7,7 +7,14 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 Database = Literal["user", "official"]
 MemoryKind = Literal["events", "entities"]
@@ -41,20 +48,25 @@ class _Record(BaseModel):
     session_id: str | None = None
     strength: float = Field(default=0.0, ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = Field(
+        default=None, description="a precomputed embedding; when absent the indexer embeds"
+    )
 
     def check_scope(self, db: Database) -> None:
         """User memories belong to one user; official ones are shared by all users of the agent."""
         if db == "user" and not self.user_id:
             raise ValueError("user_id: required for the user database")
         if db == "official" and self.user_id:
-            raise ValueError("user_id: must be empty for the official database (shared by all users)")
+            raise ValueError(
+                "user_id: must be empty for the official database (shared by all users)"
+            )
 
     def content_key(self) -> dict[str, Any]:
         """What identifies a record when it has no id of its own (scope + content)."""
         raise NotImplementedError
 
     def doc_id(self, db: Database) -> str:
-        """Deterministic: the record's own id, else a hash of scope + content, so re-runs never duplicate."""
+        """Deterministic: own id, else a hash of scope + content, so re-runs never duplicate."""
         if self.id:
             return self.id
         key = {"db": db, "agent_id": self.agent_id, "user_id": self.user_id, **self.content_key()}
@@ -119,4 +131,9 @@ class EntityRecord(_Record):
         }
 
 
-RECORD_TYPES: dict[MemoryKind, type[_Record]] = {"events": EventRecord, "entities": EntityRecord}
+MemoryRecord = EventRecord | EntityRecord
+
+RECORD_TYPES: dict[MemoryKind, type[EventRecord] | type[EntityRecord]] = {
+    "events": EventRecord,
+    "entities": EntityRecord,
+}

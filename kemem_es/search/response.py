@@ -52,7 +52,7 @@ class EntityHit(BaseModel):
 class AdditionalInfo(BaseModel):
     timings_ms: dict[str, float] = Field(
         alias="检索耗时",
-        description="per stage: tokenise, expand, embed, search_events, search_entities, assemble, total",
+        description="ms per stage: tokenise, expand, embed, search_events, search_entities, ...",
     )
     query: str
     tokens: list[str] = Field(alias="分词")

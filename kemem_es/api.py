@@ -1,0 +1,84 @@
+"""The Python entry point: one object that sets up, indexes and queries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kemem_es.config import Settings, get_settings
+from kemem_es.engine import Engine, connect
+from kemem_es.engine.templates import InitResult, install
+from kemem_es.ingest import IndexReport, Indexer
+from kemem_es.models import Database, MemoryKind, MemoryRecord
+
+DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
+    ("official_entities.jsonl", "entities", "official"),
+    ("official_events.jsonl", "events", "official"),
+    ("user_entities.jsonl", "entities", "user"),
+    ("user_events.jsonl", "events", "user"),
+)
+
+
+def demo_path(name: str) -> Path:
+    """A bundled demo corpus file (shipped inside the package)."""
+    return Path(str(resources.files("kemem_es") / "demo" / name))
+
+
+class Kemem:
+    """Connects lazily: building one is cheap; the engine, model and jieba load on first use.
+
+    >>> km = Kemem(model_dir="../shared/models/m3e-small-onnx")   # or KEMEM_* env vars
+    >>> km.init(); km.index_file(Path("events.jsonl"), kind="events", db="user")
+    """
+
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self.settings = settings or get_settings(**overrides)
+
+    @cached_property
+    def engine(self) -> Engine:
+        return connect(self.settings)
+
+    @cached_property
+    def embedder(self) -> Any:
+        from kemem_es.embed import load_embedder
+
+        return load_embedder(self.settings)
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        from kemem_es.text import default_tokenizer
+
+        return default_tokenizer()
+
+    def init(self, recreate: bool = False) -> list[InitResult]:
+        """Install index templates and indices (idempotent)."""
+        return install(self.engine, self.embedder.dim, recreate=recreate)
+
+    def _indexer(self) -> Indexer:
+        return Indexer(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 4)
+
+    def index_file(
+        self,
+        path: Path,
+        kind: MemoryKind,
+        db: Database = "user",
+        skip_invalid: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> IndexReport:
+        """Validate + index a JSONL file; raises InvalidInput (nothing written) on bad records."""
+        return self._indexer().index_file(Path(path), kind, db, skip_invalid, on_progress)
+
+    def index_records(
+        self, records: Sequence[MemoryRecord], kind: MemoryKind, db: Database = "user"
+    ) -> IndexReport:
+        return self._indexer().index_records(records, kind, db)
+
+    def index_demo(
+        self, files: Iterable[tuple[str, MemoryKind, Database]] = DEMO_FILES
+    ) -> dict[str, IndexReport]:
+        """Index the bundled demo corpus (templates installed first)."""
+        self.init()
+        return {name: self.index_file(demo_path(name), kind, db) for name, kind, db in files}

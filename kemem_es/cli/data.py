@@ -1,0 +1,96 @@
+"""`kemem-es init`, `kemem-es index FILE`, `kemem-es demo`: setting up and writing memories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from kemem_es.api import DEMO_FILES, Kemem, demo_path
+from kemem_es.cli.common import EXIT_PARTIAL, console, err_console, guarded, print_problems
+from kemem_es.ingest import IndexReport
+
+ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
+VariantOpt = typer.Option(None, "--variant", help="int8 or fp32 (KEMEM_MODEL_VARIANT)")
+
+
+def _kemem(model_dir: Path | None, variant: str | None) -> Kemem:
+    return Kemem(model_dir=model_dir, model_variant=variant)
+
+
+def init(
+    recreate: bool = typer.Option(False, help="delete and re-create the indices (loses data)"),
+    model_dir: Path | None = ModelDirOpt,
+    variant: str | None = VariantOpt,
+) -> None:
+    """Install the index templates and indices (idempotent; refuses incompatible mappings)."""
+    with guarded():
+        for res in _kemem(model_dir, variant).init(recreate=recreate):
+            console.print(f"{res.alias} → {res.index}: {res.action}")
+
+
+def _with_progress(label: str, run: object) -> IndexReport:
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return run(on_progress)  # type: ignore[operator]
+
+
+def index(
+    file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL, one record a line"),
+    kind: str = typer.Option(..., "--kind", help="events | entities"),
+    db: str = typer.Option("user", "--db", help="user | official"),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="index the valid records and report the rest"
+    ),
+    model_dir: Path | None = ModelDirOpt,
+    variant: str | None = VariantOpt,
+) -> None:
+    """Validate and index a JSONL file. Exit 0 all written, 1 some rejected, 2 nothing written."""
+    if kind not in ("events", "entities") or db not in ("user", "official"):
+        err_console.print("error: --kind must be events|entities and --db user|official")
+        raise typer.Exit(2)
+    kind_: Literal["events", "entities"] = kind  # type: ignore[assignment]
+    db_: Literal["user", "official"] = db  # type: ignore[assignment]
+    with guarded():
+        km = _kemem(model_dir, variant)
+        km.init()
+        report = _with_progress(
+            file.name,
+            lambda cb: km.index_file(file, kind_, db_, skip_invalid=skip_invalid, on_progress=cb),
+        )
+        console.print(f"{file.name}: {report.summary()}")
+        if report.rejected:
+            print_problems(report.rejected)
+            raise typer.Exit(EXIT_PARTIAL)
+
+
+def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt) -> None:
+    """Index the bundled demo corpus into the configured engine."""
+    with guarded():
+        km = _kemem(model_dir, variant)
+        km.init()
+        for name, kind, db in DEMO_FILES:
+            report = _with_progress(
+                name,
+                lambda cb, n=name, k=kind, d=db: km.index_file(demo_path(n), k, d, on_progress=cb),
+            )
+            console.print(f"{db}/{kind} ({name}): {report.summary()}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(index)
+    app.command()(demo)

@@ -1,0 +1,316 @@
+"""One small interface over Elasticsearch 8.x and OpenSearch 2.x/3.x.
+
+Everything above this module speaks plain JSON (templates, queries, bulk lines); only the calls
+that differ between the two official clients, and the vector pieces of a query, live here.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from kemem_es.config import Settings
+from kemem_es.errors import EngineUnavailable
+
+
+class Engine(ABC):
+    """A connected cluster of one dialect. Subclasses hold the official client."""
+
+    dialect: str
+
+    def __init__(self, client: Any, settings: Settings, info: dict[str, Any]) -> None:
+        self.client = client
+        self.settings = settings
+        self.info = info
+
+    @property
+    def version(self) -> str:
+        return str(self.info.get("version", {}).get("number", "?"))
+
+    @property
+    def url(self) -> str:
+        return self.settings.url
+
+    # -- dialect pieces of queries ---------------------------------------------------------
+    @abstractmethod
+    def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
+        """A function_score function worth ``weight * (1 + cos) / 2`` (so it stays in [0, w])."""
+
+    @abstractmethod
+    def ann_query(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict]
+    ) -> dict:
+        """An approximate nearest-neighbour query clause restricted by ``filters``."""
+
+    # -- calls that differ between the clients ---------------------------------------------
+    @abstractmethod
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+        """Found documents' selected source fields, keyed by id."""
+
+    @abstractmethod
+    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def create_index(self, index: str, body: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def put_index_template(self, name: str, body: dict[str, Any]) -> None: ...
+
+    # -- calls that are the same shape on both -----------------------------------------
+    def health(self) -> dict[str, Any]:
+        return dict(self.client.cluster.health())
+
+    def index_exists(self, index: str) -> bool:
+        return bool(self.client.indices.exists(index=index))
+
+    def get_index(self, index: str) -> dict[str, Any]:
+        """Settings + mappings keyed by concrete index name (index may be an alias)."""
+        return dict(self.client.indices.get(index=index))
+
+    def delete_index(self, index: str) -> None:
+        self.client.indices.delete(index=index, ignore_unavailable=True)
+
+    def refresh(self, index: str) -> None:
+        self.client.indices.refresh(index=index)
+
+    def count(self, index: str, query: dict[str, Any] | None = None) -> int:
+        body = {"query": query} if query else None
+        return int(self._count(index, body)["count"])
+
+    def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        return dict(self.client.count(index=index, body=body))
+
+    def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        """The document, or None when it does not exist."""
+        try:
+            return dict(self.client.get(index=index, id=doc_id))
+        except Exception as exc:  # each client raises its own NotFoundError
+            if status_of(exc) == 404:
+                return None
+            raise
+
+
+def status_of(exc: Exception) -> int | None:
+    """HTTP status carried by either client's exception (opensearch-py: status_code; es: meta)."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return status
+    meta = getattr(exc, "meta", None)
+    return getattr(meta, "status", None)
+
+
+class OpenSearchEngine(Engine):
+    dialect = "opensearch"
+
+    def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
+        # knn_score with cosinesimil returns 1 + cos; halve the weight to land in [0, weight].
+        return {
+            "script_score": {
+                "script": {
+                    "lang": "knn",
+                    "source": "knn_score",
+                    "params": {
+                        "field": field,
+                        "query_value": list(query_vector),
+                        "space_type": "cosinesimil",
+                    },
+                }
+            },
+            "weight": weight / 2.0,
+        }
+
+    def ann_query(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict]
+    ) -> dict:
+        clause: dict[str, Any] = {"vector": list(query_vector), "k": k}
+        if filters:
+            clause["filter"] = {"bool": {"filter": filters}}
+        return {"knn": {field: clause}}
+
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.client.search(index=index, body=body))
+
+    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
+        for index, body in searches:
+            lines += [{"index": index}, body]
+        return list(self.client.msearch(body=lines)["responses"])
+
+    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+        resp = self.client.mget(index=index, body={"ids": ids}, _source_includes=fields)
+        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
+
+    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
+        return dict(self.client.bulk(body=lines, refresh=refresh))
+
+    def create_index(self, index: str, body: dict[str, Any]) -> None:
+        self.client.indices.create(index=index, body=body)
+
+    def put_index_template(self, name: str, body: dict[str, Any]) -> None:
+        self.client.indices.put_index_template(name=name, body=body)
+
+
+class ElasticsearchEngine(Engine):
+    dialect = "elasticsearch"
+
+    def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
+        return {
+            "script_score": {
+                "script": {
+                    "source": "(cosineSimilarity(params.qv, params.field) + 1.0) / 2.0",
+                    "params": {"qv": list(query_vector), "field": field},
+                }
+            },
+            "weight": weight,
+        }
+
+    def ann_query(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict]
+    ) -> dict:
+        clause: dict[str, Any] = {
+            "field": field,
+            "query_vector": list(query_vector),
+            "k": k,
+            "num_candidates": max(k * 2, 100),
+        }
+        if filters:
+            clause["filter"] = filters
+        return {"knn": clause}
+
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.client.search(index=index, **body))
+
+    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
+        for index, body in searches:
+            lines += [{"index": index}, body]
+        return list(self.client.msearch(searches=lines)["responses"])
+
+    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+        resp = self.client.mget(index=index, ids=ids, source_includes=fields)
+        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
+
+    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
+        return dict(self.client.bulk(operations=lines, refresh=refresh))
+
+    def create_index(self, index: str, body: dict[str, Any]) -> None:
+        self.client.indices.create(index=index, **body)
+
+    def put_index_template(self, name: str, body: dict[str, Any]) -> None:
+        self.client.indices.put_index_template(name=name, **body)
+
+    def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        return dict(self.client.count(index=index, **(body or {})))
+
+
+def _auth_kwargs(settings: Settings) -> dict[str, Any]:
+    kw: dict[str, Any] = {"request_timeout": settings.es_timeout_s}
+    if settings.es_api_key:
+        kw["api_key"] = settings.es_api_key
+    elif settings.es_username:
+        kw["basic_auth"] = (settings.es_username, settings.es_password or "")
+    if settings.es_ca_certs:
+        kw["ca_certs"] = str(settings.es_ca_certs)
+    if settings.url.startswith("https"):
+        kw["verify_certs"] = settings.es_verify_certs
+    return kw
+
+
+def _opensearch_client(settings: Settings) -> Any:
+    from opensearchpy import OpenSearch
+
+    kw = _auth_kwargs(settings)
+    kw["timeout"] = kw.pop("request_timeout")
+    if "basic_auth" in kw:
+        kw["http_auth"] = kw.pop("basic_auth")
+    if "api_key" in kw:
+        kw.setdefault("headers", {})["Authorization"] = f"ApiKey {kw.pop('api_key')}"
+    kw["max_retries"] = 2
+    kw["retry_on_timeout"] = True
+    return OpenSearch(hosts=[settings.url], **kw)
+
+
+def _elasticsearch_client(settings: Settings) -> Any:
+    from elasticsearch import Elasticsearch
+
+    return Elasticsearch(
+        settings.url, max_retries=2, retry_on_timeout=True, **_auth_kwargs(settings)
+    )
+
+
+def _root_info(settings: Settings) -> dict[str, Any]:
+    """GET / without either client's product check, to learn the dialect and version."""
+    import ssl
+    import urllib.request
+
+    req = urllib.request.Request(settings.url.rstrip("/") + "/")
+    if settings.es_api_key:
+        req.add_header("Authorization", f"ApiKey {settings.es_api_key}")
+    elif settings.es_username:
+        import base64
+
+        token = f"{settings.es_username}:{settings.es_password or ''}".encode()
+        req.add_header("Authorization", "Basic " + base64.b64encode(token).decode())
+    ctx = None
+    if settings.url.startswith("https"):
+        ctx = ssl.create_default_context(
+            cafile=str(settings.es_ca_certs) if settings.es_ca_certs else None
+        )
+        if not settings.es_verify_certs:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+    where = _redact(settings.url)
+    try:
+        with urllib.request.urlopen(req, timeout=min(settings.es_timeout_s, 10), context=ctx) as r:
+            return json.loads(r.read().decode())
+    except urllib.error.HTTPError as exc:
+        raise EngineUnavailable(
+            f"search engine at {where} answered HTTP {exc.code}: {exc.reason}"
+        ) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        hint = (
+            "start the local engine with `kemem-es engine start`"
+            if not settings.es_url
+            else "check KEMEM_ES_URL and the network"
+        )
+        raise EngineUnavailable(
+            f"cannot reach the search engine at {where} ({reason}); {hint}"
+        ) from None
+
+
+def _redact(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+def detect_dialect(info: dict[str, Any]) -> str:
+    distribution = info.get("version", {}).get("distribution", "elasticsearch")
+    return "opensearch" if distribution == "opensearch" else "elasticsearch"
+
+
+def connect(settings: Settings | None = None) -> Engine:
+    """Connect to the configured cluster (the local node when KEMEM_ES_URL is unset)."""
+    settings = settings or Settings()
+    info = _root_info(settings)
+    dialect = settings.dialect if settings.dialect != "auto" else detect_dialect(info)
+    if dialect == "opensearch":
+        return OpenSearchEngine(_opensearch_client(settings), settings, info)
+    major = str(info.get("version", {}).get("number", "8")).split(".")[0]
+    if major != "8":
+        raise EngineUnavailable(
+            f"Elasticsearch {info.get('version', {}).get('number')} is not supported; use 8.x"
+        )
+    return ElasticsearchEngine(_elasticsearch_client(settings), settings, info)
