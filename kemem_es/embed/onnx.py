@@ -1,0 +1,282 @@
+"""Sentence embeddings with onnxruntime: BERT-style ONNX export, mean pooling, L2 norm.
+
+The model is a local directory (``KEMEM_MODEL_DIR``) or, for users with internet, a hub model id
+(``KEMEM_MODEL``) fetched once with ``huggingface_hub``. No torch: onnxruntime on CPU is fast
+enough for query-time embedding (a few ms) and batch indexing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from kemem_es.errors import KememError
+
+if TYPE_CHECKING:
+    from kemem_es.config import Settings
+
+Variant = Literal["int8", "fp32"]
+
+# Names each variant goes by: ours first, then the optimum / transformers.js convention.
+_ONNX_NAMES: dict[str, tuple[str, ...]] = {
+    "int8": ("model_int8.onnx", "model_quantized.onnx"),
+    "fp32": ("model.onnx",),
+}
+_SUBDIRS = ("", "onnx")  # files sit at the root, or in onnx/ as many hub repos ship them
+_HUB_SIDE_FILES = (
+    "tokenizer.json",
+    "config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+
+
+class EmbedderError(KememError):
+    """The embedding model cannot be found, fetched or loaded; the message says what to set."""
+
+
+def _find(model_dir: Path, names: Sequence[str]) -> Path | None:
+    """First of ``names`` present at the root or in ``onnx/``."""
+    for sub in _SUBDIRS:
+        for name in names:
+            candidate = model_dir / sub / name
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _other(variant: str) -> str:
+    return "fp32" if variant == "int8" else "int8"
+
+
+class Embedder:
+    """Text → unit-length float32 vectors, batched; safe to share between threads."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        variant: Variant = "int8",
+        threads: int = 0,
+        batch_size: int = 64,
+        max_length: int = 256,
+        *,
+        label: str | None = None,
+    ) -> None:
+        model_dir = Path(model_dir).expanduser()
+        if not model_dir.is_dir():
+            raise EmbedderError(
+                f"embedding model directory not found: {model_dir} (check KEMEM_MODEL_DIR)"
+            )
+        if variant not in _ONNX_NAMES:
+            raise EmbedderError(f"unknown model variant {variant!r}: use 'int8' or 'fp32'")
+        onnx_path = _find(model_dir, _ONNX_NAMES[variant])
+        if onnx_path is None:
+            other = _other(variant)
+            hint = (
+                f"; the {other} variant is there: set KEMEM_MODEL_VARIANT={other}"
+                if _find(model_dir, _ONNX_NAMES[other])
+                else ""
+            )
+            raise EmbedderError(
+                f"no {variant} ONNX model: {model_dir / _ONNX_NAMES[variant][0]} is missing{hint}"
+            )
+        tok_path = _find(model_dir, ("tokenizer.json",))
+        if tok_path is None:
+            raise EmbedderError(f"tokenizer missing: {model_dir / 'tokenizer.json'}")
+
+        self.model_dir = model_dir
+        self.variant: Variant = variant
+        self.onnx_path = onnx_path
+        self.batch_size = max(1, batch_size)
+        self.max_length = max_length
+        self._label = label or model_dir.name
+        self._tokenizer = _load_tokenizer(tok_path, max_length)
+        self._session = _load_session(onnx_path, threads)
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= self._input_names:
+            raise EmbedderError(
+                f"{onnx_path} takes inputs {sorted(self._input_names)}; "
+                "expected input_ids and attention_mask (a BERT-style encoder export)"
+            )
+        outputs = [o.name for o in self._session.get_outputs()]
+        self._output = "last_hidden_state" if "last_hidden_state" in outputs else outputs[0]
+        self._dim = self._resolve_dim(model_dir)
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def name(self) -> str:
+        """Model + variant, for reports and index metadata (e.g. ``m3e-small-onnx (int8)``)."""
+        return f"{self._label} ({self.variant})"
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed many texts; row i belongs to ``texts[i]``; shape (n, dim), float32.
+
+        Texts are sorted by length before batching so each batch pads to similar lengths
+        (less wasted compute), then put back in the caller's order. fp32 rows equal
+        ``embed_one`` to float precision; int8 rows differ slightly (cosine > 0.99) because
+        dynamic quantisation scales activations over the whole batch tensor.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
+        n = len(texts)
+        out = np.empty((n, self._dim), dtype=np.float32)
+        order = sorted(range(n), key=lambda i: len(texts[i]), reverse=True)
+        for start in range(0, n, self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([texts[i] for i in idx])
+        return out
+
+    def embed_one(self, text: str) -> np.ndarray:
+        """One text → a (dim,) float32 unit vector (the query path)."""
+        return self._run([text])[0]
+
+    def __repr__(self) -> str:
+        return f"Embedder({self.name}, dim={self._dim}, path={self.onnx_path})"
+
+    def _run(self, batch: list[str]) -> np.ndarray:
+        encs = self._tokenizer.encode_batch(batch)
+        ids = np.asarray([e.ids for e in encs], dtype=np.int64)
+        mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feed["token_type_ids"] = np.asarray([e.type_ids for e in encs], dtype=np.int64)
+        hidden = self._session.run([self._output], feed)[0].astype(np.float32, copy=False)
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+    def _resolve_dim(self, model_dir: Path) -> int:
+        """Dimension from the graph's output shape, cross-checked with config.json's hidden_size.
+
+        A mismatch means the directory mixes files of different models: fail now, not when the
+        index rejects the vectors.
+        """
+        shape = next(o.shape for o in self._session.get_outputs() if o.name == self._output)
+        from_graph = shape[-1] if shape and isinstance(shape[-1], int) else None
+        from_config = None
+        cfg = _find(model_dir, ("config.json",))
+        if cfg is not None:
+            try:
+                from_config = json.loads(cfg.read_text(encoding="utf-8")).get("hidden_size")
+            except (OSError, ValueError):
+                from_config = None
+        if from_graph and from_config and from_graph != from_config:
+            raise EmbedderError(
+                f"{self.onnx_path} outputs {from_graph} dims but {cfg} says hidden_size "
+                f"{from_config}: the model files do not belong together"
+            )
+        dim = from_graph or from_config
+        if not dim:  # fully dynamic graph and no config: ask the model itself
+            dim = self._run(["维度"]).shape[1]
+        return int(dim)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Embedder:
+        """A fresh embedder from ``KEMEM_MODEL_DIR`` (wins) or ``KEMEM_MODEL`` (a hub id)."""
+        kwargs: dict[str, Any] = {
+            "variant": settings.model_variant,
+            "threads": settings.embed_threads,
+            "batch_size": settings.embed_batch,
+            "max_length": settings.embed_max_length,
+        }
+        if settings.model_dir is not None:
+            return cls(settings.model_dir, **kwargs)
+        if settings.model:
+            path = download_model(settings.model, settings.model_variant)
+            return cls(path, label=settings.model, **kwargs)
+        raise EmbedderError(
+            "no embedding model configured: set KEMEM_MODEL_DIR to a local ONNX model directory "
+            "(or KEMEM_MODEL to a hub model id, with internet)"
+        )
+
+
+def _load_tokenizer(path: Path, max_length: int) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as exc:  # corrupt or foreign-format file
+        raise EmbedderError(f"cannot read tokenizer {path}: {exc}") from exc
+    tok.enable_truncation(max_length=max_length)
+    # Keep the file's pad token if it names one; BERT vocabularies use [PAD] = 0.
+    pad_token = (tok.padding or {}).get("pad_token") or "[PAD]"
+    pad_id = tok.token_to_id(pad_token)
+    tok.enable_padding(pad_id=pad_id if pad_id is not None else 0, pad_token=pad_token)
+    return tok
+
+
+def _load_session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads > 0:
+        opts.intra_op_num_threads = threads
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise EmbedderError(f"cannot load ONNX model {path}: {exc}") from exc
+
+
+def download_model(model_id: str, variant: Variant = "int8") -> Path:
+    """Fetch (or reuse from the hub cache) only the chosen ONNX file and the tokenizer files."""
+    from huggingface_hub import snapshot_download
+
+    onnx_names = list(_ONNX_NAMES[variant])  # only the variant asked for: the others are big
+    files = [*onnx_names, *(f"{n}_data" for n in onnx_names), *_HUB_SIDE_FILES]
+    patterns = [f"{sub}/{f}" if sub else f for sub in _SUBDIRS for f in files]
+    try:
+        path = Path(snapshot_download(model_id, allow_patterns=patterns))
+    except Exception as exc:  # offline, unknown repo, gated, network down ...
+        reason = _first_sentence(str(exc)) or "no details"
+        raise EmbedderError(
+            f"cannot fetch embedding model {model_id!r} from the hub ({type(exc).__name__}: "
+            f"{reason}); download it elsewhere and set KEMEM_MODEL_DIR to its directory"
+        ) from exc
+    if _find(path, onnx_names) is None:
+        raise EmbedderError(
+            f"hub model {model_id!r} has no {variant} ONNX file (looked for "
+            f"{', '.join(onnx_names)} at the root and in onnx/); try "
+            f"KEMEM_MODEL_VARIANT={_other(variant)}, or export one and set KEMEM_MODEL_DIR"
+        )
+    return path
+
+
+def _first_sentence(message: str, limit: int = 160) -> str:
+    """Hub errors run to several lines; the first sentence says what went wrong."""
+    line = message.strip().split("\n", 1)[0]
+    sentence = line.split(". ", 1)[0].rstrip(".")
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
+
+
+_CACHE: dict[tuple[object, ...], Embedder] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_embedder(settings: Settings) -> Embedder:
+    """The shared embedder for these settings: sessions are costly, so each loads once.
+
+    Keyed by model source, variant and threads, plus batch size and max length (they change
+    the embedder's behaviour, so two settings differing there must not share one).
+    """
+    source = str(settings.model_dir) if settings.model_dir is not None else settings.model
+    key = (
+        source,
+        settings.model_variant,
+        settings.embed_threads,
+        settings.embed_batch,
+        settings.embed_max_length,
+    )
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            _CACHE[key] = Embedder.from_settings(settings)
+        return _CACHE[key]

@@ -1,0 +1,144 @@
+"""Embedder against the research-only m3e-small ONNX export (skipped when it is absent)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kemem_es.config import Settings
+from kemem_es.embed import Embedder, EmbedderError, load_embedder
+
+_REPO = Path(__file__).resolve().parents[1]
+MODEL_DIR = Path(
+    os.environ.get("KEMEM_TEST_MODEL_DIR") or _REPO.parent / "shared" / "models" / "m3e-small-onnx"
+)
+needs_model = pytest.mark.skipif(
+    not (MODEL_DIR / "tokenizer.json").is_file(),
+    reason=f"test model not found at {MODEL_DIR} (set KEMEM_TEST_MODEL_DIR)",
+)
+
+MIXED = [
+    "好",
+    "木木对星座和蓝玫瑰感兴趣",
+    "祁煜提议在画廊的圣诞装饰中加入红色元素，让整个空间显得温暖又喜庆，木木觉得很好看。",
+    "今天下雨了",
+    "我们一起去南京大学图书馆看书，然后在门口的咖啡店坐了一下午，聊了很多关于未来的事情。",
+    "",
+    "猫",
+]
+
+
+@pytest.fixture(scope="module")
+def int8() -> Embedder:
+    return Embedder(MODEL_DIR, "int8", batch_size=3)
+
+
+@pytest.fixture(scope="module")
+def fp32() -> Embedder:
+    return Embedder(MODEL_DIR, "fp32", batch_size=3)
+
+
+@needs_model
+def test_dim_norm_and_dtype(int8: Embedder) -> None:
+    vecs = int8.embed(MIXED)
+    assert int8.dim == 512
+    assert vecs.shape == (len(MIXED), 512)
+    assert vecs.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert "int8" in int8.name and "m3e" in int8.name
+
+
+@needs_model
+def test_empty_input(int8: Embedder) -> None:
+    out = int8.embed([])
+    assert out.shape == (0, 512) and out.dtype == np.float32
+
+
+@needs_model
+def test_batch_equals_one_by_one_in_order(fp32: Embedder) -> None:
+    # Small batches and mixed lengths: sorting and several batches must not reorder rows.
+    batched = fp32.embed(MIXED)
+    singles = np.stack([fp32.embed_one(t) for t in MIXED])
+    np.testing.assert_allclose(batched, singles, atol=1e-4)
+    np.testing.assert_allclose(fp32.embed(MIXED[::-1])[::-1], batched, atol=1e-4)
+
+
+@needs_model
+def test_int8_batch_close_to_one_by_one(int8: Embedder) -> None:
+    # Dynamic int8 quantisation scales activations per batch tensor, so batch mates shift a
+    # vector slightly (not bit-equal as fp32 is); order and meaning must still hold.
+    batched = int8.embed(MIXED)
+    singles = np.stack([int8.embed_one(t) for t in MIXED])
+    sims = batched @ singles.T
+    assert (np.diag(sims) > 0.99).all(), np.diag(sims)
+    assert (sims.argmax(axis=1) == np.arange(len(MIXED))).all()
+
+
+@needs_model
+def test_int8_close_to_fp32(int8: Embedder, fp32: Embedder) -> None:
+    a = int8.embed(MIXED[1:5])
+    b = fp32.embed(MIXED[1:5])
+    cos = (a * b).sum(axis=1)
+    assert (cos > 0.95).all(), cos
+
+
+@needs_model
+@pytest.mark.parametrize("variant", ["int8", "fp32"])
+def test_semantics(variant: str, int8: Embedder, fp32: Embedder) -> None:
+    emb = int8 if variant == "int8" else fp32
+    q, near, far = emb.embed(["我很喜欢养猫", "我家里养了一只可爱的小猫咪", "明天股市可能会下跌"])
+    assert q @ near > q @ far
+
+
+def test_missing_dir_raises(tmp_path: Path) -> None:
+    with pytest.raises(EmbedderError, match="not found"):
+        Embedder(tmp_path / "nope")
+
+
+@needs_model
+def test_missing_variant_names_path(tmp_path: Path) -> None:
+    for name in ("model.onnx", "tokenizer.json", "config.json"):
+        shutil.copy(MODEL_DIR / name, tmp_path / name)
+    with pytest.raises(EmbedderError, match=r"model_int8\.onnx") as err:
+        Embedder(tmp_path, "int8")
+    assert "KEMEM_MODEL_VARIANT=fp32" in str(err.value)
+    assert Embedder(tmp_path, "fp32").dim == 512
+
+
+@needs_model
+def test_onnx_subfolder(tmp_path: Path) -> None:
+    (tmp_path / "onnx").mkdir()
+    shutil.copy(MODEL_DIR / "model_int8.onnx", tmp_path / "onnx" / "model_int8.onnx")
+    shutil.copy(MODEL_DIR / "tokenizer.json", tmp_path / "tokenizer.json")
+    assert Embedder(tmp_path).embed_one("你好").shape == (512,)
+
+
+def test_hub_id_offline_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants as hf_constants
+
+    # The hub reads HF_HUB_OFFLINE at import time, so set both the variable and the constant.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    settings = Settings(model="kemem-test/no-such-model", model_dir=None)
+    with pytest.raises(EmbedderError, match="KEMEM_MODEL_DIR") as err:
+        Embedder.from_settings(settings)
+    assert "\n" not in str(err.value)
+
+
+def test_nothing_configured_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KEMEM_MODEL_DIR", raising=False)
+    monkeypatch.delenv("KEMEM_MODEL", raising=False)
+    with pytest.raises(EmbedderError, match=r"KEMEM_MODEL_DIR.*KEMEM_MODEL"):
+        load_embedder(Settings())
+
+
+@needs_model
+def test_settings_model_dir_wins_and_is_cached() -> None:
+    settings = Settings(model_dir=MODEL_DIR, model="kemem-test/never-fetched", embed_threads=1)
+    first = load_embedder(settings)
+    assert first is load_embedder(Settings(model_dir=MODEL_DIR, embed_threads=1))
+    assert first.variant == "int8" and first.dim == 512

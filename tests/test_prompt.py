@@ -1,0 +1,181 @@
+"""Prompt text (SPEC §5): relative event times, fragment grouping, numbering, exclusion."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from kemem_es.prompt import (
+    EVENTS_HEADER,
+    FRAGMENTS_HEADER,
+    entity_log,
+    event_log,
+    event_text,
+    format_event_time,
+    parse_time,
+    render_prompt,
+)
+from kemem_es.search.response import EntityHit, EventHit
+
+NOW = datetime(2018, 10, 30, 20, 0, 0)
+
+
+def ev(desc: str, when: str, place: str = "", insight: str = "", **kw: object) -> EventHit:
+    fields: dict = {"id": 0, "score": 0.5, "index": "1", "updatetime": when}
+    fields.update(kw)
+    return EventHit(description=desc, place=place, deepinsight=insight, **fields)
+
+
+def ent(kind: str, desc: str, name: str = "", etype: str = "", when: str = "") -> EntityHit:
+    return EntityHit(
+        id=0,
+        kind=kind,
+        score=0.0,
+        index={"index": 1},
+        description=desc,
+        updatetime=when or "2018-10-01 09:00:00",
+        entity_name=name,
+        entity_type=etype,
+    )
+
+
+@pytest.mark.parametrize(
+    ("t", "expected"),
+    [
+        (datetime(2018, 10, 30, 0, 5), "2018-10-30 00:05"),  # same day, minute
+        (datetime(2018, 10, 30, 15, 30), "2018-10-30 15:30"),
+        (datetime(2018, 10, 29, 23, 59), "2018-10-29 23点"),  # yesterday: hour
+        (NOW - timedelta(days=7), "2018-10-23 20点"),  # exactly 7 days: still hour
+        (NOW - timedelta(days=7, seconds=1), "2018-10-23 晚上"),  # just over: part of day
+        (datetime(2018, 10, 20, 5, 59), "2018-10-20 晚上"),
+        (datetime(2018, 10, 20, 6, 0), "2018-10-20 上午"),
+        (datetime(2018, 10, 20, 11, 59), "2018-10-20 上午"),
+        (datetime(2018, 10, 20, 12, 0), "2018-10-20 下午"),
+        (datetime(2018, 10, 20, 17, 59), "2018-10-20 下午"),
+        (datetime(2018, 10, 20, 18, 0), "2018-10-20 晚上"),
+        (NOW - timedelta(days=30), "2018-09-30 晚上"),  # exactly 30 days: part of day
+        (NOW - timedelta(days=30, seconds=1), "2018-09-30"),  # older: date only
+        (datetime(2017, 1, 2, 8, 0), "2017-01-02"),
+    ],
+)
+def test_format_event_time(t: datetime, expected: str) -> None:
+    assert format_event_time(t, NOW) == expected
+
+
+def test_format_event_time_timezones() -> None:
+    now = datetime(2018, 10, 30, 20, 0, tzinfo=timezone(timedelta(hours=8)))
+    utc = datetime(2018, 10, 30, 4, 0, tzinfo=timezone.utc)  # 12:00 in UTC+8, same day
+    assert format_event_time(utc, now) == "2018-10-30 12:00"
+    assert format_event_time(datetime(2018, 10, 30, 9, 0), now) == "2018-10-30 09:00"
+
+
+def test_parse_time_shapes() -> None:
+    assert parse_time("2018-09-30 15:30:00") == datetime(2018, 9, 30, 15, 30)
+    assert parse_time("2018-09-30T15:30:00") == datetime(2018, 9, 30, 15, 30)
+    assert parse_time("2018-09-30T15:30:00Z") == datetime(2018, 9, 30, 15, 30, tzinfo=timezone.utc)
+    assert parse_time("2018-09-30") == datetime(2018, 9, 30)
+    assert parse_time("") is None and parse_time("昨天") is None
+
+
+def test_event_text_full_and_partial() -> None:
+    full = ev("我们在图书馆看书", "2018-10-30 15:30:12", "南京大学图书馆", "木木喜欢安静")
+    assert event_text(full, NOW) == (
+        "在2018-10-30 15:30左右, 地点：南京大学图书馆。详细记忆事件为我们在图书馆看书。"
+        "这表明了木木喜欢安静"
+    )
+    bare = ev("我们在图书馆看书。", "2018-01-01 10:00:00")
+    assert event_text(bare, NOW) == "在2018-01-01左右。详细记忆事件为我们在图书馆看书。"
+    prefixed = ev("看书", "2018-10-29 10:00:00", insight="这表明了木木喜欢安静")
+    assert event_text(prefixed, NOW).endswith("看书。这表明了木木喜欢安静")
+    assert "这表明了这表明" not in event_text(prefixed, NOW)
+
+
+def test_event_time_prefers_created_at() -> None:
+    hit = ev("看书", "2018-10-30 19:00:00", created_at="2018-10-29T08:00:00")
+    assert event_text(hit, NOW).startswith("在2018-10-29 8点左右")
+
+
+def test_logs_match_contract() -> None:
+    hit = ev(
+        "看书", "2018-10-30 15:30:12", "木木的家中", "木木喜欢安静", score=0.58333, index="399"
+    )
+    assert event_log(hit, NOW) == (
+        "[记忆事件]--score=0.5833,index=399.在2018-10-30 15:30左右, 地点：木木的家中。"
+        "详细记忆事件为看书。这表明了木木喜欢安静"
+    )
+    e = ent("用户属性", "木木对星座和蓝玫瑰感兴趣").model_copy(
+        update={"matched_keywords": ["玫瑰"], "keyword": "兴趣"}
+    )
+    assert entity_log(e) == (
+        "用户属性--score=0.0000, 木木对星座和蓝玫瑰感兴趣---命中['玫瑰']，数据库关键词: 兴趣"
+    )
+
+
+def test_sections_order_numbering_and_dates() -> None:
+    entities = [  # deliberately out of section order
+        ent("记忆画面", "夕阳下的海边", "海边", "具体实体"),
+        ent("与主体和客体的关系", "祁煜和木木一起布置画廊", "祁煜", "主体", "2018-10-21 10:00:00"),
+        ent("特殊实体属性", "是木木最喜欢的花", "蓝玫瑰", "具体实体", "2018-10-02 10:00:00"),
+        ent("用户关系", "木木的妈妈是老师", "妈妈", "具体实体", "2018-10-20T10:00:00"),
+        ent("用户属性", "木木对星座感兴趣", "木木", "客体", "2018-10-25 10:00:00"),
+        ent("与其它实体的关系", "蓝玫瑰是妈妈送的", "蓝玫瑰", "具体实体", "2018-10-03 10:00:00"),
+        ent("用户属性", "木木喜欢画画", "木木", "客体"),
+    ]
+    events = [ev("看书", "2018-10-30 15:30:00", "图书馆"), ev("看海", "2018-01-01 10:00:00")]
+    text = render_prompt(events, entities, NOW, "木木", "祁煜")
+    assert text.splitlines() == [
+        FRAGMENTS_HEADER,
+        "1. 木木-属性：木木对星座感兴趣",
+        "2. 木木-属性：木木喜欢画画",
+        "3. 木木-关系-妈妈：2018-10-20：木木的妈妈是老师",
+        "4. 祁煜-关系-木木：2018-10-21：祁煜和木木一起布置画廊",
+        "5. 海边-画面：夕阳下的海边",
+        "6. 蓝玫瑰-属性：是木木最喜欢的花",
+        "7. 蓝玫瑰-关系：2018-10-03：蓝玫瑰是妈妈送的",
+        EVENTS_HEADER,
+        "在2018-10-30 15:30左右, 地点：图书馆。详细记忆事件为看书",
+        "在2018-01-01左右。详细记忆事件为看海",
+    ]
+
+
+def test_unknown_names_and_user_named_relation() -> None:
+    entities = [
+        ent("用户属性", "喜欢猫"),
+        ent("用户关系", "和同事关系很好", "用户", "客体", "2018-10-01 08:00:00"),
+        ent("与主体和客体的关系", "是好朋友", "", "主体", "2018-10-02 08:00:00"),
+    ]
+    assert render_prompt([], entities, NOW, None, None).splitlines() == [
+        FRAGMENTS_HEADER,
+        "1. 用户-属性：喜欢猫",
+        "2. 用户-关系：2018-10-01：和同事关系很好",
+        "3. 主体-关系-用户：2018-10-02：是好朋友",
+    ]
+
+
+def test_empty_sections_are_omitted() -> None:
+    assert render_prompt([], [], NOW, "木木", "祁煜") == ""
+    only_events = render_prompt([ev("看书", "2018-10-30 15:30:00")], [], NOW, "木木", "祁煜")
+    assert only_events.splitlines()[0] == EVENTS_HEADER
+    assert FRAGMENTS_HEADER not in only_events
+    only_entities = render_prompt([], [ent("用户属性", "喜欢猫")], NOW, "木木", "祁煜")
+    assert EVENTS_HEADER not in only_entities
+
+
+def test_exclusion_and_duplicates() -> None:
+    entities = [
+        ent("用户属性", "木木喜欢猫。"),
+        ent("用户属性", "木木 喜欢狗"),
+        ent("用户属性", "木木喜欢狗。"),  # repeat of the previous one (e.g. user + official db)
+    ]
+    events = [ev("我们一起去看海", "2018-10-30 10:00:00"), ev("一起看书", "2018-10-29 10:00:00")]
+    dialogue = ["用户：你还记得吗？木木喜欢猫", "前情提要：昨天我们一起去看海了"]
+    text = render_prompt(events, entities, NOW, "木木", "祁煜", exclude_texts=dialogue)
+    assert text.splitlines() == [
+        FRAGMENTS_HEADER,
+        "1. 木木-属性：木木 喜欢狗",
+        EVENTS_HEADER,
+        "在2018-10-29 10点左右。详细记忆事件为一起看书",
+    ]
+    # A short dialogue turn inside a longer memory does not hide that memory.
+    assert "看海" in render_prompt(events, [], NOW, None, None, exclude_texts=["看海"])
