@@ -11,7 +11,7 @@ from typing import Any
 from kemem_es.config import Settings, get_settings
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.templates import InitResult, install
-from kemem_es.ingest import IndexReport, Indexer
+from kemem_es.ingest import Indexer, IndexReport
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 
 DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (

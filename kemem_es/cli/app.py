@@ -20,3 +20,7 @@ for module in (engine, data, text):
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -156,14 +156,14 @@ class LocalEngine:
         return pid if RUNNER_MAIN in cmdline and str(self.paths.base) in cmdline else None
 
     def running(self) -> bool:
-        return self.pid() is not None and self._http_ok()
+        return self.pid() is not None and self.http_ok()
 
     def start(self, timeout_s: float = 180.0) -> str:
         """Start the node unless ours already runs; wait until the cluster is healthy."""
         if self.pid() is not None:
             self._wait_healthy(timeout_s)
             return self.settings.local_url
-        if self._http_ok():
+        if self.http_ok():
             raise EngineSetupError(
                 f"port {self.settings.engine_port} already answers HTTP but not from a node this "
                 f"home ({self.settings.home}) started; stop it or set KEMEM_ENGINE_PORT"
@@ -214,7 +214,7 @@ class LocalEngine:
                     f"the local engine exited with code {proc.returncode}; "
                     f"see {self.paths.log_file}: {self.log_tail(3)}"
                 )
-            if self._http_ok():
+            if self.http_ok():
                 self._wait_healthy(max(deadline - time.monotonic(), 1.0))
                 return self.settings.local_url
             time.sleep(0.5)
@@ -257,7 +257,7 @@ class LocalEngine:
             with zipfile.ZipFile(runner) as zf:
                 log4j.write_bytes(zf.read("config/log4j2.properties"))
 
-    def _http_ok(self) -> bool:
+    def http_ok(self) -> bool:
         try:
             with urllib.request.urlopen(self.settings.local_url, timeout=2) as resp:
                 return resp.status == 200

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: install kemem-es, fetch + start the local engine,
+# index the bundled demo corpus and run one query against it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+python3 -m pip install -q -e ".[dev,bench]"
+
+# The research-only test model lives beside the repo on the project's machines; users point
+# KEMEM_MODEL_DIR (a local ONNX directory) or KEMEM_MODEL (a hub id) at their own model.
+if [[ -z "${KEMEM_MODEL_DIR:-}" && -z "${KEMEM_MODEL:-}" && -d ../shared/models/m3e-small-onnx ]]; then
+  export KEMEM_MODEL_DIR="$PWD/../shared/models/m3e-small-onnx"
+fi
+
+if [[ -z "${KEMEM_ES_URL:-}" ]]; then
+  kemem-es engine start
+fi
+kemem-es demo
+kemem-es engine status
+if kemem-es --help | grep -q " query "; then
+  kemem-es query "室友失恋了，我们陪她吃了一晚上火锅" --user u_mumu --agent qiyu --limit 5
+fi

@@ -1,0 +1,184 @@
+"""Foundation against the real engine: templates, index round-trips, idempotent re-runs, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kemem_es.engine.templates import index_alias, install
+from kemem_es.errors import EngineUnavailable, InvalidInput, MappingConflict
+
+pytestmark = pytest.mark.engine
+
+EVENTS = [
+    {
+        "id": "ev-1",
+        "agent_id": "qiyu",
+        "user_id": "u1",
+        "user_name": "木木",
+        "agent_name": "祁煜",
+        "description": "祁煜提议在画廊的圣诞装饰中加入红色元素，木木很喜欢。",
+        "deepinsight": "这表明了木木对色彩有敏锐的感知。",
+        "keywords": ["红色元素", "圣诞节", "装饰"],
+        "place": "画廊",
+        "created_at": "2020-12-15 18:32:12",
+    },
+    {
+        "agent_id": "qiyu",
+        "user_id": "u1",
+        "description": "木木和室友一起吃了火锅，聊到很晚。",
+        "keywords": "火锅、室友",
+        "created_at": "2023-03-02 21:10:00",
+    },
+]
+ENTITIES = [
+    {
+        "id": "en-1",
+        "agent_id": "qiyu",
+        "user_id": "u1",
+        "entity_name": "木木",
+        "entity_type": "客体",
+        "kind": "用户属性",
+        "keyword": "兴趣",
+        "description": "木木对星座和蓝玫瑰感兴趣",
+        "updatetime": "2024-09-24T13:00:00",
+    }
+]
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    return path
+
+
+def test_templates_install_idempotently(kemem) -> None:
+    first = kemem.init()
+    assert {r.action for r in first} == {"created"}
+    assert len(first) == 4
+    second = kemem.init()
+    assert {r.action for r in second} == {"exists"}
+    mapping = kemem.engine.get_index(index_alias(kemem.settings.index_prefix, "user", "events"))
+    (props,) = [m["mappings"]["properties"] for m in mapping.values()]
+    assert props["description_tok"]["analyzer"] == "kemem_ws"
+    assert props["agent_id"]["type"] == "keyword"
+
+
+def test_incompatible_mapping_is_refused(kemem) -> None:
+    kemem.init()
+    with pytest.raises(MappingConflict, match="vector dims"):
+        install(kemem.engine, kemem.embedder.dim + 1)
+
+
+def test_events_round_trip_and_rerun_changes_nothing(kemem, tmp_path: Path) -> None:
+    kemem.init()
+    src = write_jsonl(tmp_path / "events.jsonl", EVENTS)
+    report = kemem.index_file(src, "events", "user")
+    assert (report.indexed, report.updated, report.rejected) == (2, 0, [])
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    assert kemem.engine.count(alias) == 2
+
+    doc = kemem.engine.get(alias, "ev-1")
+    assert doc is not None
+    src_doc = doc["_source"]
+    assert src_doc["description"] == EVENTS[0]["description"]
+    assert src_doc["keywords"] == ["红色元素", "圣诞节", "装饰"]
+    assert "红色" in src_doc["description_tok"].split() or "红色元素" in src_doc["keywords_tok"]
+    assert src_doc["event_time"] == "2020-12-15T18:32:12"
+    assert len(src_doc["vector"]) == kemem.embedder.dim == 512
+
+    again = kemem.index_file(src, "events", "user")
+    assert (again.indexed, again.updated, again.unchanged) == (0, 0, 2)
+    assert kemem.engine.count(alias) == 2
+
+    # A changed record is updated in place, never duplicated.
+    changed = [dict(EVENTS[0], deepinsight="这表明了木木喜欢红色。"), EVENTS[1]]
+    third = kemem.index_file(write_jsonl(tmp_path / "e2.jsonl", changed), "events", "user")
+    assert (third.indexed, third.updated, third.unchanged) == (0, 1, 1)
+    assert kemem.engine.count(alias) == 2
+
+
+def test_entities_round_trip(kemem, tmp_path: Path) -> None:
+    kemem.init()
+    report = kemem.index_file(write_jsonl(tmp_path / "en.jsonl", ENTITIES), "entities", "user")
+    assert report.indexed == 1
+    alias = index_alias(kemem.settings.index_prefix, "user", "entities")
+    doc = kemem.engine.get(alias, "en-1")
+    assert doc is not None
+    assert doc["_source"]["kind"] == "用户属性"
+    assert doc["_source"]["updatetime"] == "2024-09-24T13:00:00"
+    assert len(doc["_source"]["vector"]) == 512
+
+
+def test_bad_record_rejects_whole_file(kemem, tmp_path: Path) -> None:
+    kemem.init()
+    bad = dict(EVENTS[1])
+    del bad["description"]
+    src = write_jsonl(tmp_path / "bad.jsonl", [EVENTS[0], bad])
+    with pytest.raises(InvalidInput) as exc:
+        kemem.index_file(src, "events", "user")
+    assert any(p.startswith("line 2: description") for p in exc.value.problems)
+    assert kemem.engine.count(index_alias(kemem.settings.index_prefix, "user", "events")) == 0
+
+    report = kemem.index_file(src, "events", "user", skip_invalid=True)
+    assert report.indexed == 1
+    assert report.rejected and report.rejected[0].startswith("line 2: description")
+
+
+def test_official_records_must_not_carry_a_user(kemem, tmp_path: Path) -> None:
+    kemem.init()
+    src = write_jsonl(tmp_path / "off.jsonl", ENTITIES)
+    with pytest.raises(InvalidInput) as exc:
+        kemem.index_file(src, "entities", "official")
+    assert exc.value.problems == [
+        "line 1: user_id: must be empty for the official database (shared by all users)"
+    ]
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_unreachable_cluster_gives_one_clear_line(tmp_path: Path) -> None:
+    import os
+
+    from kemem_es.config import get_settings
+    from kemem_es.engine import connect
+
+    with pytest.raises(EngineUnavailable, match="cannot reach the search engine"):
+        connect(get_settings(es_url="http://127.0.0.1:9"))
+    env = dict(os.environ, KEMEM_ES_URL="http://127.0.0.1:9")
+    proc = _cli("engine", "status", env=env)
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "cannot reach the search engine at http://127.0.0.1:9" in proc.stdout + proc.stderr
+
+
+def test_cli_index_exit_codes(kemem, tmp_path: Path) -> None:
+    import os
+
+    env = dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+    )
+    good = write_jsonl(tmp_path / "good.jsonl", ENTITIES)
+    proc = _cli("index", str(good), "--kind", "entities", "--db", "user", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "indexed 1" in proc.stdout
+
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{**ENTITIES[0], "id": "en-2", "kind": "星座"}])
+    proc = _cli("index", str(bad), "--kind", "entities", "--db", "user", env=env)
+    assert proc.returncode == 2
+    assert "line 1: kind" in proc.stderr
+    assert "nothing was written" in proc.stderr
