@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -13,6 +14,8 @@ from kemem_es.engine import Engine, connect
 from kemem_es.engine.templates import InitResult, install
 from kemem_es.ingest import Indexer, IndexReport
 from kemem_es.models import Database, MemoryKind, MemoryRecord
+from kemem_es.search.params import QueryParams
+from kemem_es.search.response import QueryResponse, SimpleResponse
 
 DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
     ("official_entities.jsonl", "entities", "official"),
@@ -52,6 +55,53 @@ class Kemem:
         from kemem_es.text import default_tokenizer
 
         return default_tokenizer()
+
+    @cached_property
+    def expander(self) -> Any:
+        from kemem_es.expand import Expander, default_lexicon
+
+        return Expander(default_lexicon(), self.tokenizer)
+
+    @cached_property
+    def searcher(self) -> Any:
+        from kemem_es.search.searcher import Searcher
+
+        return Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
+
+    def query(self, text: str, *, user_id: str, agent_id: str, **options: Any) -> QueryResponse:
+        """Recall events and entities for one utterance (options: see QueryParams)."""
+        params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
+        return self.searcher.query(text, params)
+
+    def query_simple(
+        self, text: str, *, user_id: str, agent_id: str, **options: Any
+    ) -> SimpleResponse:
+        """Only the memory texts, in order of importance."""
+        resp = self.query(text, user_id=user_id, agent_id=agent_id, **options)
+        return SimpleResponse(
+            memory_events=[e.description for e in resp.memory_events],
+            memory_entities=[e.description for e in resp.memory_entities],
+        )
+
+    def prompt(
+        self,
+        response: QueryResponse,
+        now: datetime | None = None,
+        user_name: str | None = None,
+        agent_name: str | None = None,
+        exclude_texts: Sequence[str] = (),
+    ) -> str:
+        """SPEC §5 prompt text; ``exclude_texts``: what the dialogue already holds."""
+        from kemem_es.prompt import render_prompt
+
+        return render_prompt(
+            response.memory_events,
+            response.memory_entities,
+            now or datetime.now(),
+            user_name,
+            agent_name,
+            exclude_texts,
+        )
 
     def init(self, recreate: bool = False) -> list[InitResult]:
         """Install index templates and indices (idempotent)."""

@@ -112,7 +112,7 @@ class OpenSearchEngine(Engine):
     dialect = "opensearch"
 
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
-        # knn_score with cosinesimil returns 1 + cos; halve the weight to land in [0, weight].
+        # knn_score with cosinesimil scores (1 + cos) / 2 on 2.19 (lucene-style normalisation).
         return {
             "script_score": {
                 "script": {
@@ -125,7 +125,7 @@ class OpenSearchEngine(Engine):
                     },
                 }
             },
-            "weight": weight / 2.0,
+            "weight": weight,
         }
 
     def ann_query(

@@ -1,0 +1,50 @@
+"""Per-signal breakdown of a fused score, read from the engine's own explanation.
+
+A function_score explanation lists one "product of" node per function: [function value, weight].
+The function is recognised by what its description names (our fixed script sources, the knn
+script, the decay field), so the numbers shown are the engine's, not a re-computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kemem_es.search.events import TIME_FIELD
+from kemem_es.search.response import Signals
+
+
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("details", []):
+        yield from _nodes(child)
+
+
+def _which(description: str) -> str | None:
+    if "_score / (_score" in description:
+        return "kw"
+    if "knn_score" in description or "cosineSimilarity" in description:
+        return "vec"
+    if f"field {TIME_FIELD}" in description:
+        return "time"
+    if "doc['strength']" in description:
+        return "strength"
+    return None
+
+
+def signals_from_explanation(explanation: dict[str, Any]) -> Signals:
+    """The raw [0, 1] value of each signal (0 for a signal whose weight was 0) and the BM25."""
+    values = {"kw": 0.0, "vec": 0.0, "time": 0.0, "strength": 0.0}
+    bm25 = 0.0
+    for node in _nodes(explanation):
+        details = node.get("details", [])
+        if node.get("description") != "product of:" or not details:
+            continue
+        name = _which(details[0].get("description", ""))
+        if name is None:
+            continue
+        values[name] = float(details[0]["value"])
+        if name == "kw":
+            inner = details[0].get("details", [])
+            bm25 = float(inner[0]["value"]) if inner else 0.0
+    return Signals(bm25=round(bm25, 4), **{k: round(v, 4) for k, v in values.items()})

@@ -1,0 +1,269 @@
+"""The query pipeline (SPEC §2): tokenise → base words → expand → embed → events → entities →
+assemble, each stage timed in milliseconds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from kemem_es.engine.client import Engine
+from kemem_es.engine.templates import index_alias
+from kemem_es.models import Database
+from kemem_es.prompt import entity_log, event_log
+from kemem_es.search import events as ev
+from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses
+from kemem_es.search.entities import merge_tiers, tier_bodies
+from kemem_es.search.explain import signals_from_explanation
+from kemem_es.search.fusion import rrf_merge
+from kemem_es.search.params import QueryParams
+from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
+from kemem_es.text import base_words_with_tokens
+
+DATABASES: tuple[Database, ...] = ("user", "official")
+APPROX_MIN_DOCS = 50_000  # above this an official database is searched approximately
+COUNT_TTL_S = 60.0
+CONTEXT_LEVEL = 4  # words from the previous turns weigh like a mid-level association
+
+
+class Stopwatch:
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._start = self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = round((now - self._last) * 1000, 3)
+        self._last = now
+
+    def total(self) -> dict[str, float]:
+        self.timings["total"] = round((time.perf_counter() - self._start) * 1000, 3)
+        return self.timings
+
+
+def _fmt_time(value: str | None) -> str:
+    return (value or "").replace("T", " ")[:19]
+
+
+class Searcher:
+    """Holds the long-lived parts (engine client, model, tokenizer, lexicon) across queries."""
+
+    def __init__(self, engine: Engine, embedder: Any, tokenizer: Any, expander: Any) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.expander = expander
+        self._counts: dict[str, tuple[float, int]] = {}
+
+    # -- stages ----------------------------------------------------------------------------
+    def words(self, text: str, params: QueryParams, clock: Stopwatch) -> tuple[Any, ...]:
+        names = [n for n in (params.user_name, params.agent_name) if n]
+        base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer)
+        ctx = []
+        if params.context:
+            seen = {b.word for b in base}
+            ctx_words = base_words_with_tokens(params.context, 5, names, self.tokenizer)[0]
+            ctx = [b for b in ctx_words if b.word not in seen]
+        clock.lap("tokenise")
+        expanded: list[tuple[str, int]] = []
+        if params.expand and params.max_words > 0 and base:
+            result = self.expander.expand_words(
+                [b.word for b in base],
+                max_words=params.max_words,
+                strategy=params.strategy,
+                filter_levels=params.filter_levels,
+                skip=names,
+            )
+            expanded = [(e.word, e.level) for e in result]
+        clock.lap("expand")
+        words = [SearchWord(b.word, None, b.single_char) for b in base]
+        words += [SearchWord(b.word, CONTEXT_LEVEL, b.single_char) for b in ctx]
+        taken = {w.word for w in words}
+        words += [SearchWord(w, lvl, len(w) == 1) for w, lvl in expanded if w not in taken]
+        return base, tokens, expanded, words
+
+    def _approx(self, db: Database, params: QueryParams) -> bool:
+        if params.path != "auto":
+            return params.path == "approx"
+        if db == "user":  # a user's scope is capped (SPEC §6): exact scoring is affordable
+            return False
+        alias = index_alias(self.engine.settings.index_prefix, db, "events")
+        cached = self._counts.get(alias)
+        if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
+            cached = (time.monotonic(), self.engine.count(alias))
+            self._counts[alias] = cached
+        return cached[1] >= APPROX_MIN_DOCS
+
+    def search_events(
+        self,
+        params: QueryParams,
+        words: Sequence[SearchWord],
+        vector: Sequence[float],
+        now: datetime,
+    ) -> list[tuple[Database, dict[str, Any], float, dict[str, float] | None]]:
+        """(db, hit, score, signals) best first, after threshold and limit."""
+        prefix = self.engine.settings.index_prefix
+        clauses = keyword_clauses(words, EVENT_FIELDS, self.tokenizer.tokenize)
+        mode = params.mode
+        searches: list[tuple[str, dict[str, Any]]] = []
+        for db in DATABASES:
+            alias = index_alias(prefix, db, "events")
+            approx = self._approx(db, params)
+            args = (self.engine, db, params, clauses, vector, now, approx)
+            if mode == "fusion":
+                searches.append((alias, ev.event_body(*args, min_score=params.score_threshold)))
+            elif mode == "bm25":
+                body = ev.event_body(
+                    *args,
+                    weights={"kw": 1.0},
+                    min_score=params.score_threshold,
+                    require_keyword=True,
+                )
+                searches.append((alias, body))
+            elif mode == "vector":
+                searches.append(
+                    (
+                        alias,
+                        ev.event_body(
+                            *args, weights={"vec": 1.0}, min_score=params.score_threshold
+                        ),
+                    )
+                )
+            elif mode == "two_stage":
+                searches.append((alias, ev.two_stage_body(*args)))
+            elif mode == "rrf":
+                window = max(params.limit * 4, 20)
+                searches.append(
+                    (
+                        alias,
+                        ev.event_body(
+                            *args, weights={"kw": 1.0}, size=window, require_keyword=True
+                        ),
+                    )
+                )
+                searches.append((alias, ev.event_body(*args, weights={"vec": 1.0}, size=window)))
+        responses = self.engine.msearch(searches)
+        dbs = [db for db in DATABASES for _ in range(2 if mode == "rrf" else 1)]
+        ranked: list[tuple[Database, dict[str, Any], float]] = []
+        lists: list[list[tuple[Database, dict[str, Any]]]] = []
+        for db, resp in zip(dbs, responses, strict=True):
+            if "error" in resp:
+                raise_engine_error(resp)
+            hits = resp["hits"]["hits"]
+            if mode == "rrf":
+                lists.append([(db, h) for h in hits])
+            else:
+                ranked += [(db, h, float(h["_score"])) for h in hits]
+        if mode == "rrf":
+            ranked = rrf_merge(lists, params.rrf_k)
+        else:
+            ranked.sort(key=lambda r: -r[2])
+            if mode == "two_stage":  # rescored scores only exist after the engine's min_score
+                ranked = [r for r in ranked if r[2] >= params.score_threshold]
+        out = []
+        for db, hit, score in ranked[: params.limit]:
+            signals = None
+            if params.explain and mode != "rrf" and "_explanation" in hit:
+                signals = signals_from_explanation(hit["_explanation"])
+            out.append((db, hit, score, signals))
+        return out
+
+    def search_entities(
+        self, params: QueryParams, words: Sequence[SearchWord]
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        if params.entity_limit == 0 or not words:
+            return []
+        prefix = self.engine.settings.index_prefix
+        indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
+        bodies = tier_bodies(params, words, self.tokenizer.tokenize)
+        if not bodies:
+            return []
+        responses = self.engine.msearch([(indices, body) for _, body in bodies])
+        results = []
+        for (tier, _), resp in zip(bodies, responses, strict=True):
+            if "error" in resp:
+                raise_engine_error(resp)
+            results.append((tier, resp["hits"]["hits"]))
+        return merge_tiers(results, params.entity_limit)
+
+    # -- the whole pipeline ----------------------------------------------------------------
+    def query(self, text: str, params: QueryParams) -> QueryResponse:
+        clock = Stopwatch()
+        now = params.now or datetime.now()
+        base, tokens, expanded, words = self.words(text, params, clock)
+        vector = self.embedder.embed_one(text).astype(float).tolist()
+        clock.lap("embed")
+        event_hits = self.search_events(params, words, vector, now)
+        clock.lap("search_events")
+        entity_hits = self.search_entities(params, words)
+        clock.lap("search_entities")
+        events = [
+            self._event_hit(i, db, hit, score, signals, now)
+            for i, (db, hit, score, signals) in enumerate(event_hits)
+        ]
+        entities = [
+            self._entity_hit(i, tier, hit, params) for i, (tier, hit) in enumerate(entity_hits)
+        ]
+        clock.lap("assemble")
+        info = AdditionalInfo(
+            timings_ms=clock.total(),
+            query=text,
+            tokens=tokens,
+            base_words=[b.word for b in base],
+            expanded_words=[{w: lvl} for w, lvl in expanded],
+            mode=params.mode,
+        )
+        return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
+
+    @staticmethod
+    def _event_hit(
+        i: int, db: str, hit: dict, score: float, signals: Any, now: datetime
+    ) -> EventHit:
+        src = hit["_source"]
+        out = EventHit(
+            id=i,
+            score=round(score, 4),
+            index=hit["_id"],
+            db=db,
+            description=src.get("description", ""),
+            deepinsight=src.get("deepinsight", ""),
+            updatetime=_fmt_time(src.get("updatetime")),
+            created_at=_fmt_time(src.get("created_at")),
+            place=src.get("place", ""),
+            scene=src.get("scene", ""),
+            keyword=src.get("keywords", []),
+            signals=signals,
+        )
+        out.log = event_log(out, now)
+        return out
+
+    def _entity_hit(self, i: int, tier: Any, hit: dict, params: QueryParams) -> EntityHit:
+        src = hit["_source"]
+        raw = float(hit.get("_score") or 0.0)
+        out = EntityHit(
+            id=i,
+            kind=src.get("kind", ""),
+            score=round(raw / (raw + params.bm25_k), 4),
+            index={"index": hit["_id"]},
+            db=src.get("db", "user"),
+            entity_name=src.get("entity_name", ""),
+            entity_type=src.get("entity_type", ""),
+            description=src.get("description", ""),
+            updatetime=_fmt_time(src.get("updatetime")),
+            matched_keywords=sorted(
+                set(hit.get("matched_queries", [])), key=hit.get("matched_queries", []).index
+            ),
+            keyword=src.get("keyword", ""),
+            tier=tier.rank,
+        )
+        out.log = entity_log(out)
+        return out
+
+
+def raise_engine_error(resp: dict[str, Any]) -> None:
+    from kemem_es.errors import EngineUnavailable
+
+    err = resp.get("error", {})
+    reason = err.get("root_cause", [{}])[0].get("reason") if isinstance(err, dict) else err
+    raise EngineUnavailable(f"search failed: {reason or err}")
