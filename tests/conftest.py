@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def model_dir() -> Path:
-    return Path(os.environ.get("KEMEM_TEST_MODEL_DIR", REPO.parent / "shared/models/m3e-small-onnx"))
+    return Path(
+        os.environ.get("KEMEM_TEST_MODEL_DIR", REPO.parent / "shared/models/m3e-small-onnx")
+    )
 
 
 @pytest.fixture(scope="session")

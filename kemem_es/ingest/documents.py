@@ -25,6 +25,14 @@ def embed_text(record: MemoryRecord) -> str:
     return f"{record.entity_name}：{record.description}"
 
 
+def record_names(record: MemoryRecord) -> list[str]:
+    """User, agent and entity names carried by a record (dictionary words for jieba)."""
+    names = [record.user_name, record.agent_name]
+    if isinstance(record, EntityRecord) and record.entity_type != "泛化实体":
+        names.append(record.entity_name)
+    return [n for n in names if n and 1 < len(n) <= 12]
+
+
 def content_hash(record: MemoryRecord, model_name: str) -> str:
     """Changes when the record or the embedding model does: unchanged docs are skipped."""
     payload = record.model_dump(mode="json", exclude={"strength"})

@@ -13,7 +13,13 @@ import numpy as np
 from kemem_es.engine.client import Engine
 from kemem_es.engine.templates import index_alias
 from kemem_es.errors import InvalidInput, KememError
-from kemem_es.ingest.documents import TextTokenizer, content_hash, embed_text, to_document
+from kemem_es.ingest.documents import (
+    TextTokenizer,
+    content_hash,
+    embed_text,
+    record_names,
+    to_document,
+)
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 
@@ -70,6 +76,7 @@ class Indexer:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.max_retries = max_retries
+        self._known_names: set[str] = set()
 
     def index_file(
         self,
@@ -113,6 +120,7 @@ class Indexer:
     def _index_batch(
         self, alias: str, batch: Sequence[MemoryRecord], db: Database, report: IndexReport
     ) -> None:
+        self._learn_names(batch)
         ids = [r.doc_id(db) for r in batch]
         hashes = [content_hash(r, self.embedder.name) for r in batch]
         existing = self.engine.mget(alias, ids, ["content_hash"])
@@ -134,6 +142,13 @@ class Indexer:
             doc["vector"] = vec
             lines += [{"index": {"_index": alias, "_id": ids[i]}}, doc]
         self._bulk(lines, report)
+
+    def _learn_names(self, batch: Sequence[MemoryRecord]) -> None:
+        """Names become dictionary words so jieba keeps them whole (木木, not 木 木)."""
+        names = {n for r in batch for n in record_names(r)} - self._known_names
+        if names and hasattr(self.tokenizer, "add_words"):
+            self.tokenizer.add_words(sorted(names))
+            self._known_names |= names
 
     def _vectors(self, records: Sequence[MemoryRecord], report: IndexReport) -> list[list | None]:
         """Supplied vectors are checked against the model's dimension; the rest are embedded."""

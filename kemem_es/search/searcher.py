@@ -24,6 +24,7 @@ from kemem_es.text import base_words_with_tokens
 DATABASES: tuple[Database, ...] = ("user", "official")
 APPROX_MIN_DOCS = 50_000  # above this an official database is searched approximately
 COUNT_TTL_S = 60.0
+NAMES_TTL_S = 300.0
 CONTEXT_LEVEL = 4  # words from the previous turns weigh like a mid-level association
 
 
@@ -55,10 +56,41 @@ class Searcher:
         self.tokenizer = tokenizer
         self.expander = expander
         self._counts: dict[str, tuple[float, int]] = {}
+        self._names_loaded_at = -NAMES_TTL_S
+
+    def learn_names(self) -> None:
+        """Indexed user/agent/entity names become jieba words, as they were at index time."""
+        if time.monotonic() - self._names_loaded_at < NAMES_TTL_S:
+            return
+        self._names_loaded_at = time.monotonic()
+        prefix = self.engine.settings.index_prefix
+        indices = ",".join(
+            index_alias(prefix, db, kind) for db in DATABASES for kind in ("events", "entities")
+        )
+        aggs = {
+            f: {"terms": {"field": f, "size": 10_000}}
+            for f in ("user_name", "agent_name", "entity_name")
+        }
+        body = {
+            "size": 0,
+            "query": {"bool": {"must_not": [{"term": {"entity_type": "泛化实体"}}]}},
+            "aggs": aggs,
+        }
+        resp = self.engine.search(indices, body)
+        names = {
+            b["key"]
+            for agg in resp.get("aggregations", {}).values()
+            for b in agg["buckets"]
+            if 1 < len(b["key"]) <= 12
+        }
+        self.tokenizer.add_words(sorted(names))
 
     # -- stages ----------------------------------------------------------------------------
     def words(self, text: str, params: QueryParams, clock: Stopwatch) -> tuple[Any, ...]:
         names = [n for n in (params.user_name, params.agent_name) if n]
+        self.learn_names()
+        if names:
+            self.tokenizer.add_words(names)
         base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer)
         ctx = []
         if params.context:

@@ -1,0 +1,248 @@
+"""Hybrid query behaviour on the real engine, with small hand-made fixtures."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from kemem_es.expand import Expander, Lexicon
+from kemem_es.models import EntityRecord, EventRecord
+
+pytestmark = pytest.mark.engine
+
+NOW = datetime(2025, 6, 1, 12, 0, 0)
+A, U1, U2 = "qiyu", "u1", "u2"
+
+
+def ev(id_: str, text: str, when: str, user: str | None = U1, keywords=(), agent: str = A):
+    return EventRecord(
+        id=id_,
+        agent_id=agent,
+        user_id=user,
+        description=text,
+        keywords=list(keywords),
+        created_at=when,
+    )
+
+
+EVENTS = [
+    ev(
+        "kw-only",
+        "木木买了一本关于失眠的科普书，放在书架上。",
+        "2025-05-01 10:00:00",
+        keywords=["失眠", "书"],
+    ),
+    ev("vec-only", "木木说她这几天夜里翻来覆去，难以入眠。", "2025-05-02 23:00:00"),
+    ev("noise-1", "木木和朋友去海边放风筝，风很大。", "2025-05-03 15:00:00", keywords=["风筝"]),
+    ev("noise-2", "木木在公司加班做季度报表。", "2025-05-04 20:00:00", keywords=["加班"]),
+    ev("old", "木木和室友一起吃了火锅。", "2019-01-05 19:00:00", keywords=["火锅"]),
+    ev("new", "木木和室友一起吃了火锅。", "2025-05-20 19:00:00", keywords=["火锅"]),
+    ev("other-user", "最近总是失眠，晚上睡不着。", "2025-05-10 23:00:00", user=U2),
+]
+OFFICIAL = [
+    ev(
+        "persona-1",
+        "祁煜小时候常在海边写生，画过无数次日落。",
+        "2015-07-01 18:00:00",
+        user=None,
+        keywords=["写生", "日落"],
+    )
+]
+ENTITIES = [
+    EntityRecord(
+        id="t4",
+        agent_id=A,
+        user_id=U1,
+        entity_name="海边",
+        entity_type="具体实体",
+        kind="记忆画面",
+        keyword="画画",
+        description="木木记得在海边画画的下午",
+        updatetime="2025-01-01 10:00:00",
+    ),
+    EntityRecord(
+        id="t2-old",
+        agent_id=A,
+        user_id=U1,
+        entity_name="木木",
+        entity_type="客体",
+        kind="用户属性",
+        keyword="兴趣",
+        description="木木喜欢画画",
+        updatetime="2023-01-01 10:00:00",
+    ),
+    EntityRecord(
+        id="t2-new",
+        agent_id=A,
+        user_id=U1,
+        entity_name="木木",
+        entity_type="客体",
+        kind="用户属性",
+        keyword="兴趣",
+        description="木木最近又开始画画了，用的是水彩",
+        updatetime="2025-03-01 10:00:00",
+    ),
+    EntityRecord(
+        id="t1",
+        agent_id=A,
+        user_id=U1,
+        entity_name="祁煜",
+        entity_type="主体",
+        kind="与主体和客体的关系",
+        keyword="画画",
+        description="祁煜是教木木画画的朋友",
+        updatetime="2024-01-01 10:00:00",
+    ),
+    EntityRecord(
+        id="t3",
+        agent_id=A,
+        user_id=None,
+        entity_name="画画",
+        entity_type="泛化实体",
+        kind="特殊实体属性",
+        keyword="爱好",
+        description="祁煜认为画画是和世界对话的方式",
+        updatetime="2020-01-01 10:00:00",
+    ),
+    EntityRecord(
+        id="t2-u2",
+        agent_id=A,
+        user_id=U2,
+        entity_name="小雨",
+        entity_type="客体",
+        kind="用户属性",
+        keyword="兴趣",
+        description="小雨喜欢画画",
+        updatetime="2025-05-01 10:00:00",
+    ),
+]
+
+
+@pytest.fixture()
+def km(kemem):
+    kemem.init()
+    kemem.index_records(EVENTS, "events", "user")
+    kemem.index_records(OFFICIAL, "events", "official")
+    kemem.index_records([e for e in ENTITIES if e.user_id], "entities", "user")
+    kemem.index_records([e for e in ENTITIES if not e.user_id], "entities", "official")
+    # A tiny lexicon keeps expectations exact; the shipped one is tested on its own.
+    kemem.expander = Expander(Lexicon.from_mapping({"失眠": [("熬夜", 6)]}), kemem.tokenizer)
+    return kemem
+
+
+def ids(resp) -> list[str]:
+    return [e.index for e in resp.memory_events]
+
+
+def q(km, text: str, user: str = U1, **kw):
+    kw.setdefault("score_threshold", 0.0)
+    kw.setdefault("limit", 10)
+    return km.query(text, user_id=user, agent_id=A, now=NOW, **kw)
+
+
+def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
+    resp = q(km, "最近总是失眠，晚上睡不着", explain=True)
+    got = ids(resp)
+    assert "kw-only" in got[:3] and "vec-only" in got[:3]
+    by_id = {e.index: e for e in resp.memory_events}
+    assert by_id["kw-only"].signals.kw > 0
+    assert by_id["vec-only"].signals.kw == 0  # no shared word: it came in on the vector alone
+    assert by_id["vec-only"].signals.vec > by_id["noise-2"].signals.vec
+    assert got.index("vec-only") < got.index("noise-1")
+    w = {"kw": 0.35, "vec": 0.45, "time": 0.12, "strength": 0.08}  # QueryParams defaults
+    for e in resp.memory_events:  # the explained signals add up to the engine's fused score
+        fused = sum(w[k] * getattr(e.signals, k) for k in w)
+        assert e.score == pytest.approx(fused, abs=2e-3)
+        assert 0.0 <= e.score <= 1.0
+
+
+def test_recent_memory_outranks_an_otherwise_equal_old_one(km) -> None:
+    got = ids(q(km, "和室友吃火锅"))
+    assert got.index("new") < got.index("old")
+
+
+def test_threshold_drops_weak_hits(km) -> None:
+    everything = q(km, "最近总是失眠，晚上睡不着")
+    strict = q(km, "最近总是失眠，晚上睡不着", score_threshold=0.6)
+    assert 0 < len(strict.memory_events) < len(everything.memory_events)
+    assert all(e.score >= 0.6 for e in strict.memory_events)
+
+
+def test_users_are_isolated(km) -> None:
+    assert "other-user" not in ids(q(km, "最近总是失眠，晚上睡不着"))
+    u2 = ids(q(km, "最近总是失眠，晚上睡不着", user=U2))
+    assert "other-user" in u2
+    assert not {"kw-only", "vec-only", "new"} & set(u2)
+    ents = q(km, "画画", user=U2).memory_entities
+    assert [e.index["index"] for e in ents if e.db == "user"] == ["t2-u2"]
+
+
+def test_excluded_ids_never_come_back(km) -> None:
+    got = ids(q(km, "最近总是失眠，晚上睡不着", exclude_ids=["kw-only", "vec-only"]))
+    assert got and not {"kw-only", "vec-only"} & set(got)
+
+
+def test_official_memories_reach_every_user_of_the_agent(km) -> None:
+    for user in (U1, U2, "someone-new"):
+        assert "persona-1" in ids(q(km, "海边写生看日落", user=user))
+    other_agent = km.query(
+        "海边写生看日落", user_id=U1, agent_id="lishen", now=NOW, score_threshold=0.0
+    )
+    assert other_agent.memory_events == []
+
+
+def test_entity_tiers_in_order_with_matched_keywords(km) -> None:
+    ents = q(km, "画画").memory_entities
+    assert [e.index["index"] for e in ents] == ["t1", "t2-new", "t2-old", "t3", "t4"]
+    assert [e.tier for e in ents] == [1, 2, 2, 3, 4]
+    assert all("画画" in e.matched_keywords for e in ents)
+
+
+def test_same_query_same_result(km) -> None:
+    a = q(km, "最近总是失眠，晚上睡不着")
+    b = q(km, "最近总是失眠，晚上睡不着")
+    assert [(e.index, e.score) for e in a.memory_events] == [
+        (e.index, e.score) for e in b.memory_events
+    ]
+    assert a.memory_entities == b.memory_entities
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector", "rrf", "two_stage"])
+def test_alternative_modes_run(km, mode: str) -> None:
+    got = ids(q(km, "最近总是失眠，晚上睡不着", mode=mode))
+    assert got
+    if mode == "bm25":
+        assert "vec-only" not in got and "kw-only" in got
+
+
+def test_response_contract_shape(km) -> None:
+    body = q(km, "最近总是失眠，晚上睡不着", limit=2).to_contract()
+    assert set(body) == {"memory_events", "memory_entities", "additional_info"}
+    info = body["additional_info"]
+    assert set(info["检索耗时"]) == {
+        "tokenise",
+        "expand",
+        "embed",
+        "search_events",
+        "search_entities",
+        "assemble",
+        "total",
+    }
+    assert all(isinstance(v, float) for v in info["检索耗时"].values())
+    assert "失眠" in info["给联想的基词"]
+    assert {"熬夜": 6} in info["扩展后联想词"]
+    assert info["分词"] and info["query"] == "最近总是失眠，晚上睡不着"
+    event = body["memory_events"][0]
+    for key in (
+        "id",
+        "score",
+        "index",
+        "description",
+        "deepinsight",
+        "updatetime",
+        "keyword",
+        "log",
+    ):
+        assert key in event
+    assert event["log"].startswith("[记忆事件]--score=")
