@@ -3,6 +3,7 @@ Elasticsearch 8), else the local OpenSearch node, started here if it is not runn
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -55,7 +56,5 @@ def kemem(engine_settings: Settings, embedder) -> Iterator:
         km.engine.delete_index(name)
     for kind in ("events", "entities"):
         for db in ("user", "official"):
-            try:
+            with contextlib.suppress(Exception):
                 km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
-            except Exception:
-                pass

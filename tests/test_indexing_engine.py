@@ -1,4 +1,4 @@
-"""Foundation against the real engine: templates, index round-trips, idempotent re-runs, bad input."""
+"""Foundation on the real engine: templates, round-trips, idempotent re-runs, bad input."""
 
 from __future__ import annotations
 
