@@ -1,0 +1,145 @@
+"""Query building without an engine: weights, one-character rule, scripts free of user text."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from pydantic import ValidationError
+
+from kemem_es.config import Settings
+from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
+from kemem_es.search import events as ev
+from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses
+from kemem_es.search.entities import TIERS, merge_tiers, tier_bodies
+from kemem_es.search.fusion import rrf_merge
+from kemem_es.search.params import QueryParams, Weights
+
+
+def split(text: str) -> list[str]:
+    return text.split()
+
+
+def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:
+    out = {}
+    for c in clauses:
+        ((_kind, spec),) = c.items()
+        ((field, body),) = spec.items()
+        out[(field, body.get("value", body.get("query")))] = body["boost"]
+    return out
+
+
+def test_base_words_outweigh_expansions_and_levels_order_expansions() -> None:
+    words = [SearchWord("火锅"), SearchWord("麻辣", level=7), SearchWord("聚餐", level=3)]
+    b = boosts(keyword_clauses(words, EVENT_FIELDS, split))
+    assert b[("keywords", "火锅")] > b[("keywords", "麻辣")] > b[("keywords", "聚餐")]
+    assert b[("keywords", "火锅")] > b[("description_tok", "火锅")]  # keywords field weighs more
+
+
+def test_strategy_one_levels_above_seven_never_reach_a_base_word() -> None:
+    assert SearchWord("x", level=11).boost < SearchWord("x").boost
+
+
+def test_one_character_words_never_search_descriptions() -> None:
+    fields = {
+        f
+        for c in keyword_clauses([SearchWord("猫", single_char=True)], EVENT_FIELDS, split)
+        for spec in c.values()
+        for f in spec
+    }
+    assert fields == {"keywords", "keywords_tok"}
+
+
+def test_multi_token_words_become_phrases() -> None:
+    clauses = keyword_clauses([SearchWord("圣诞 装饰")], {"description_tok": 1.0}, split)
+    assert clauses == [{"match_phrase": {"description_tok": {"query": "圣诞 装饰", "boost": 1.0}}}]
+
+
+def test_weights_must_sum_to_one() -> None:
+    with pytest.raises(ValidationError, match="sum to 1"):
+        Weights(kw=0.5, vec=0.5, time=0.5, strength=0.0)
+
+
+HOSTILE = "'); System.exit(0); //\" + params"
+
+
+@pytest.mark.parametrize("engine_cls", [OpenSearchEngine, ElasticsearchEngine])
+@pytest.mark.parametrize("mode", ["fusion", "two_stage"])
+def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> None:
+    engine = engine_cls(client=None, settings=Settings(), info={})
+    params = QueryParams(agent_id=HOSTILE, user_id=HOSTILE, exclude_ids=[HOSTILE])
+    clauses = keyword_clauses([SearchWord(HOSTILE)], EVENT_FIELDS, split)
+    build = ev.event_body if mode == "fusion" else ev.two_stage_body
+    body = build(engine, "user", params, clauses, [0.1] * 4, datetime(2025, 1, 1), False)
+    sources, values = [], []
+
+    def walk(node):
+        if isinstance(node, str):
+            values.append(node)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if k == "source" and isinstance(v, str):
+                    sources.append(v)
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(body)
+    assert sources, "the fused query uses scripts"
+    assert all(
+        s
+        in (
+            ev.KW_SCRIPT,
+            ev.STRENGTH_SCRIPT,
+            "knn_score",
+            "(cosineSimilarity(params.qv, params.field) + 1.0) / 2.0",
+        )
+        for s in sources
+    )
+    assert HOSTILE in values  # it is there, but only as a query value
+
+
+def test_scope_filters_every_database() -> None:
+    assert ev.scope_filters("user", "a", "u") == [
+        {"term": {"agent_id": "a"}},
+        {"term": {"user_id": "u"}},
+    ]
+    assert {"term": {"db": "official"}} in ev.scope_filters("official", "a", "u")
+
+
+def test_approximate_path_unions_ann_with_keywords_without_scoring_it() -> None:
+    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    params = QueryParams(agent_id="a", user_id="u")
+    q = ev.candidate_query(engine, "official", params, [{"term": {"keywords": "x"}}], [0.1], True)
+    ann = q["bool"]["should"][-1]["constant_score"]
+    assert ann["boost"] == 0.0 and "knn" in ann["filter"]
+    assert q["bool"]["minimum_should_match"] == 1
+    exact = ev.candidate_query(engine, "user", params, [], [0.1], False)
+    assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
+
+
+def test_entity_tiers_are_named_and_ordered() -> None:
+    params = QueryParams(agent_id="a", user_id="u")
+    bodies = tier_bodies(params, [SearchWord("画画")], split)
+    assert [t.rank for t, _ in bodies] == [1, 2, 3, 4]
+    for _, body in bodies:
+        assert body["sort"][0] == {"updatetime": {"order": "desc"}}
+        names = {
+            spec[f]["_name"]
+            for c in body["query"]["bool"]["should"]
+            for spec in c.values()
+            for f in spec
+        }
+        assert names == {"画画"}
+    hits = [{"_id": "x"}, {"_id": "y"}]
+    merged = merge_tiers([(TIERS[0], hits), (TIERS[1], [{"_id": "x"}, {"_id": "z"}])], 10)
+    assert [h["_id"] for _, h in merged] == ["x", "y", "z"]
+
+
+def test_rrf_rewards_agreement() -> None:
+    bm25 = [("user", {"_id": "a"}), ("user", {"_id": "b"})]
+    vec = [("user", {"_id": "b"}), ("user", {"_id": "c"})]
+    merged = rrf_merge([bm25, vec], k=60)
+    assert merged[0][1]["_id"] == "b"
+    assert merged[0][2] <= 1.0
