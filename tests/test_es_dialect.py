@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ DIMS = 8
 
 
 class Recorder(BaseHTTPRequestHandler):
-    requests: list[tuple[str, str, object]] = []
+    requests: ClassVar[list[tuple[str, str, object]]] = []
 
     def log_message(self, *args: object) -> None:
         pass
