@@ -48,17 +48,16 @@ EXACT_FIELDS = {"keywords", "keyword", "entity_name"}  # keyword-typed: whole-va
 
 
 def word_clause(
-    field: str, word: SearchWord, tokens: Sequence[str], boost: float, name: str | None = None
+    field: str, word: SearchWord, tokens: Sequence[str], boost: float
 ) -> dict[str, Any] | None:
     """One word on one field: term for exact fields and one-token words, else a phrase."""
-    named = {"_name": name} if name else {}
     if field in EXACT_FIELDS:
-        return {"term": {field: {"value": word.word, "boost": boost, **named}}}
+        return {"term": {field: {"value": word.word, "boost": boost}}}
     if not tokens:
         return None
     if len(tokens) == 1:
-        return {"term": {field: {"value": tokens[0].lower(), "boost": boost, **named}}}
-    return {"match_phrase": {field: {"query": " ".join(tokens), "boost": boost, **named}}}
+        return {"term": {field: {"value": tokens[0].lower(), "boost": boost}}}
+    return {"match_phrase": {field: {"query": " ".join(tokens), "boost": boost}}}
 
 
 def keyword_clauses(
@@ -67,16 +66,22 @@ def keyword_clauses(
     tokenize: Callable[[str], list[str]],
     named: bool = False,
 ) -> list[dict[str, Any]]:
-    """Should-clauses for all words on all fields, with boost = word weight × field weight."""
+    """Should-clauses for all words on all fields, with boost = word weight × field weight.
+
+    ``named``: each word's field clauses are wrapped in one bool named after the word, so a hit's
+    ``matched_queries`` lists the words it matched (a name must be unique per request)."""
     clauses = []
     for w in words:
         tokens = tokenize(w.word)
+        per_word = []
         for field, field_weight in fields.items():
             if w.single_char and field not in KEYWORD_ONLY_FIELDS:
                 continue
-            clause = word_clause(
-                field, w, tokens, round(w.boost * field_weight, 4), w.word if named else None
-            )
+            clause = word_clause(field, w, tokens, round(w.boost * field_weight, 4))
             if clause is not None:
-                clauses.append(clause)
+                per_word.append(clause)
+        if named and per_word:
+            clauses.append({"bool": {"should": per_word, "_name": w.word}})
+        else:
+            clauses.extend(per_word)
     return clauses

@@ -46,7 +46,8 @@ class QueryParams(BaseModel):
     context: str = ""
     user_name: str | None = None
     agent_name: str | None = None
-    max_words: int = Field(100, ge=0, le=500)
+    # ≤ 200 keeps words × fields under the engines' default 1024-clause limit.
+    max_words: int = Field(100, ge=0, le=200)
     strategy: Literal[0, 1] = 1
     filter_levels: list[int] = Field(default_factory=lambda: [0])
     top_k: int = Field(10, ge=1, le=50)
