@@ -27,10 +27,10 @@ def test_missing_java_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
 
 def test_java_version_parsing(tmp_path: Path) -> None:
     fake = tmp_path / "java"
-    fake.write_text('#!/bin/sh\necho \'openjdk version "1.8.0_392"\' >&2\n')
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"1.8.0_392\"' >&2\n")
     fake.chmod(0o755)
     assert java_major(str(fake)) == 8
-    fake.write_text('#!/bin/sh\necho \'openjdk version "21.0.2" 2024-01-16\' >&2\n')
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"21.0.2\" 2024-01-16' >&2\n")
     assert java_major(str(fake)) == 21
     assert java_major(str(tmp_path / "absent")) == 0
 
