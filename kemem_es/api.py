@@ -52,21 +52,34 @@ class Kemem:
 
     @cached_property
     def tokenizer(self) -> Any:
-        from kemem_es.text import default_tokenizer
+        from kemem_es.text import Tokenizer, default_tokenizer
+        from kemem_es.text.tokenizer import USER_DICT_PATH
 
+        if self.settings.user_dict:
+            return Tokenizer(user_dict_paths=[USER_DICT_PATH, self.settings.user_dict])
         return default_tokenizer()
 
     @cached_property
     def expander(self) -> Any:
-        from kemem_es.expand import Expander, default_lexicon
+        from kemem_es.expand import Expander, Lexicon, default_lexicon
+        from kemem_es.text import IdfTable, default_idf
 
-        return Expander(default_lexicon(), self.tokenizer)
+        s = self.settings
+        if s.lexicon_path or s.lexicon_overrides:
+            overrides = [s.lexicon_overrides] if s.lexicon_overrides else []
+            lexicon = Lexicon.load(s.lexicon_path, overrides=overrides)
+        else:
+            lexicon = default_lexicon()
+        idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
+        return Expander(lexicon, self.tokenizer, idf)
 
     @cached_property
     def searcher(self) -> Any:
         from kemem_es.search.searcher import Searcher
 
-        return Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
+        searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
+        searcher.warm_up()
+        return searcher
 
     def query(self, text: str, *, user_id: str, agent_id: str, **options: Any) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams)."""

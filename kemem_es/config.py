@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     embed_batch: int = Field(default=64, ge=1)
     embed_max_length: int = Field(default=256, ge=8, le=512)
 
+    # Text pipeline: extra jieba words, another lexicon / IDF table, operator overrides.
+    user_dict: Path | None = Field(default=None, description="extra jieba user dictionary")
+    lexicon_path: Path | None = Field(default=None, description="a lexicon built by kemem-es")
+    lexicon_overrides: Path | None = Field(default=None, description="TSV word, assoc, level")
+    idf_path: Path | None = Field(default=None, description="IDF table (kemem-es lexicon idf)")
+
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         self.home = self.home.expanduser()

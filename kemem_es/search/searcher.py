@@ -58,6 +58,12 @@ class Searcher:
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
 
+    def warm_up(self) -> None:
+        """Load jieba, the IDF table, the names and the model now, not on the first query."""
+        self.learn_names()
+        self.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
+        self.embedder.embed_one("预热一下")
+
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""
         if time.monotonic() - self._names_loaded_at < NAMES_TTL_S:
@@ -91,11 +97,12 @@ class Searcher:
         self.learn_names()
         if names:
             self.tokenizer.add_words(names)
-        base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer)
+        idf = getattr(self.expander, "idf", None)
+        base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer, idf)
         ctx = []
         if params.context:
             seen = {b.word for b in base}
-            ctx_words = base_words_with_tokens(params.context, 5, names, self.tokenizer)[0]
+            ctx_words = base_words_with_tokens(params.context, 5, names, self.tokenizer, idf)[0]
             ctx = [b for b in ctx_words if b.word not in seen]
         clock.lap("tokenise")
         expanded: list[tuple[str, int]] = []
