@@ -246,3 +246,14 @@ def test_response_contract_shape(km) -> None:
     ):
         assert key in event
     assert event["log"].startswith("[记忆事件]--score=")
+
+
+def test_approximate_path_unions_ann_and_keyword_candidates(km) -> None:
+    resp = q(km, "最近总是失眠，晚上睡不着", path="approx", explain=True)
+    got = ids(resp)
+    assert "kw-only" in got and "vec-only" in got
+    exact = q(km, "最近总是失眠，晚上睡不着", path="exact")
+    # Same fused formula on the same candidates: the scores agree with the exact path.
+    exact_scores = {e.index: e.score for e in exact.memory_events}
+    for e in resp.memory_events:
+        assert e.score == pytest.approx(exact_scores[e.index], abs=1e-4)
