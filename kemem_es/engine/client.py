@@ -49,8 +49,15 @@ class Engine(ABC):
     @abstractmethod
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
 
+    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Several (index, body) searches in one round trip; responses in the same order."""
+        lines: list[dict[str, Any]] = []
+        for index, body in searches:
+            lines += [{"index": index}, body]
+        return list(self._msearch(lines)["responses"])
+
     @abstractmethod
-    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]: ...
+    def _msearch(self, lines: list[dict[str, Any]]) -> Any: ...
 
     @abstractmethod
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
@@ -139,11 +146,8 @@ class OpenSearchEngine(Engine):
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.client.search(index=index, body=body))
 
-    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        lines: list[dict[str, Any]] = []
-        for index, body in searches:
-            lines += [{"index": index}, body]
-        return list(self.client.msearch(body=lines)["responses"])
+    def _msearch(self, lines: list[dict[str, Any]]) -> Any:
+        return self.client.msearch(body=lines)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, body={"ids": ids}, _source_includes=fields)
@@ -189,11 +193,8 @@ class ElasticsearchEngine(Engine):
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self.client.search(index=index, **body))
 
-    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        lines: list[dict[str, Any]] = []
-        for index, body in searches:
-            lines += [{"index": index}, body]
-        return list(self.client.msearch(searches=lines)["responses"])
+    def _msearch(self, lines: list[dict[str, Any]]) -> Any:
+        return self.client.msearch(searches=lines)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, ids=ids, source_includes=fields)
