@@ -1,0 +1,1 @@
+"""kemem-es benchmark harness: latency at scale, throughput and retrieval quality."""

@@ -1,0 +1,155 @@
+"""Shared helpers: machine/version stamps, percentiles, index set-up and clean-up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+WORK = ROOT / "work"  # git-ignored: caches (embeddings, generated corpora)
+RESULTS = ROOT / "results"
+DEFAULT_MODEL_DIR = os.environ.get("KEMEM_MODEL_DIR", "/work/shared/models/m3e-small-onnx")
+STAGES = ("tokenise", "expand", "embed", "search_events", "search_entities", "assemble", "total")
+DBS = ("user", "official")
+KINDS = ("events", "entities")
+
+
+def command_line() -> str:
+    return "python -m " + " ".join(shlex.quote(a) for a in [_module_name(), *sys.argv[1:]] if a)
+
+
+def _module_name() -> str:
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return spec.name if spec else Path(sys.argv[0]).name
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    ram_gib = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+                break
+    return {
+        "nproc": os.cpu_count(),
+        "ram_gib": ram_gib,
+        "cpu": cpu,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def versions(km: Any | None = None) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Any] = {}
+    for pkg in ("kemem-es", "onnxruntime", "opensearch-py", "elasticsearch", "jieba", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    with contextlib.suppress(Exception):
+        out["git_commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    if km is not None:
+        with contextlib.suppress(Exception):
+            out["engine"] = f"{km.engine.dialect} {km.engine.version}"
+        with contextlib.suppress(Exception):
+            out["engine_url"] = km.engine.url
+        with contextlib.suppress(Exception):
+            out["model"] = km.embedder.name
+    return out
+
+
+def stamp(km: Any | None = None) -> dict[str, Any]:
+    return {
+        "date": datetime.now().isoformat(timespec="seconds"),
+        "command": command_line(),
+        "machine": machine_info(),
+        "versions": versions(km),
+    }
+
+
+def percentiles(values: Iterable[float]) -> dict[str, float]:
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        return {"n": 0}
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+    return {
+        "n": int(arr.size),
+        "p50": round(float(p50), 3),
+        "p95": round(float(p95), 3),
+        "p99": round(float(p99), 3),
+        "mean": round(float(arr.mean()), 3),
+        "max": round(float(arr.max()), 3),
+    }
+
+
+def stage_table(timings: list[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-stage percentiles over a list of ``timings_ms`` dicts."""
+    return {s: percentiles(t.get(s, 0.0) for t in timings) for s in STAGES}
+
+
+def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
+    from kemem_es import Kemem
+
+    if not prefix.startswith("bench-"):
+        raise ValueError("benchmark index prefixes must start with 'bench-'")
+    return Kemem(
+        model_dir=overrides.pop("model_dir", DEFAULT_MODEL_DIR),
+        index_prefix=prefix,
+        model_variant=variant,
+        **overrides,
+    )
+
+
+def drop_indices(km: Any) -> None:
+    """Delete the four indices and templates of ``km``'s prefix (and nothing else)."""
+    from kemem_es.engine.templates import index_alias
+
+    engine = km.engine
+    prefix = engine.settings.index_prefix
+    for db in DBS:
+        for kind in KINDS:
+            alias = index_alias(prefix, db, kind)
+            with contextlib.suppress(Exception):
+                if engine.index_exists(alias):
+                    for name in list(engine.get_index(alias)):
+                        engine.delete_index(name)
+            with contextlib.suppress(Exception):
+                engine.client.indices.delete_index_template(name=alias)
+
+
+def engine_settings(km: Any) -> dict[str, Any]:
+    """Engine and client settings worth recording next to latency numbers."""
+    out: dict[str, Any] = {"client_timeout_s": km.settings.es_timeout_s}
+    with contextlib.suppress(Exception):
+        stats = km.engine.client.nodes.stats(metric="jvm")
+        node = next(iter(stats["nodes"].values()))
+        out["heap_max_mb"] = round(node["jvm"]["mem"]["heap_max_in_bytes"] / 2**20)
+        out["heap_used_mb"] = round(node["jvm"]["mem"]["heap_used_in_bytes"] / 2**20)
+    with contextlib.suppress(Exception):
+        out["engine_heap_setting"] = km.settings.engine_heap
+    return out

@@ -1,0 +1,257 @@
+"""Query latency per stage, query QPS and indexing throughput on synthetic memories.
+
+    python -m bench.latency --scale 10000 [--scale 100000] [--queries 200 --warmup 20]
+
+At scale N the user db holds N events (one heavy user, u00000, holds min(20k, N/2); the rest
+spread over 1,000 users) + N/5 entities, and the official db the same again (the large scope).
+Vectors come from a cached pool of real embeddings of generated texts (plus small noise), so
+indexing stays fast; throughput with embedding is measured on a small slice separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import scale
+from bench.common import (
+    WORK,
+    drop_indices,
+    engine_settings,
+    make_kemem,
+    percentiles,
+    stage_table,
+    stamp,
+)
+
+POOL_SIZE = 2048
+QUERY_OPTS: dict[str, Any] = {"limit": 10, "score_threshold": 0.0}
+SCENARIOS: dict[str, dict[str, Any]] = {
+    # the heavy user's own scope (exact scoring) + the official db on the auto path
+    "per_user": {"user_id": "u00000", "path": "auto"},
+    # a light user: the official db (size N) dominates; approximate (ANN ∪ BM25) vs exact
+    "large_approx": {"user_id": "u00001", "path": "approx"},
+    "large_exact": {"user_id": "u00001", "path": "exact"},
+}
+
+
+def vector_pool(km: Any, variant: str, seed: int) -> np.ndarray:
+    path = WORK / f"pool-{variant}-{POOL_SIZE}-{seed}.npy"
+    if path.exists():
+        return np.load(path)
+    texts = [r["description"] for b in scale.events(POOL_SIZE, seed + 99) for r in b]
+    vecs = km.embedder.embed(texts).astype(np.float32)
+    WORK.mkdir(parents=True, exist_ok=True)
+    np.save(path, vecs)
+    return vecs
+
+
+def _with_vectors(batch: list[dict], pool: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    idx = rng.integers(0, len(pool), len(batch))
+    vecs = pool[idx] + rng.normal(0, 0.01, (len(batch), pool.shape[1])).astype(np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def load_corpus(km: Any, n: int, seed: int, pool: np.ndarray) -> dict[str, Any]:
+    """Index N events + N/5 entities into each db; only index_records time is counted."""
+    from kemem_es import EntityRecord, EventRecord
+
+    heavy = min(20_000, n // 2)
+    n_ent = n // 5
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {"events_per_db": n, "entities_per_db": n_ent, "heavy_user": heavy}
+    plan = [
+        ("user", "events", scale.events(n, seed, "user", heavy), EventRecord),
+        ("user", "entities", scale.entities(n_ent, seed, "user", n_ent // 2), EntityRecord),
+        ("official", "events", scale.events(n, seed + 2, "official"), EventRecord),
+        ("official", "entities", scale.entities(n_ent, seed + 2, "official"), EntityRecord),
+    ]
+    for db, kind, gen, cls in plan:
+        secs = 0.0
+        written = rejected = 0
+        for batch in gen:
+            vecs = _with_vectors(batch, pool, rng).round(6)
+            recs = [cls(**r, vector=v.tolist()) for r, v in zip(batch, vecs, strict=True)]
+            t0 = time.perf_counter()
+            rep = km.index_records(recs, kind=kind, db=db)
+            secs += time.perf_counter() - t0
+            written += rep.indexed + rep.updated + rep.unchanged
+            rejected += len(rep.rejected)
+        out[f"{db}_{kind}"] = {
+            "docs": written,
+            "rejected": rejected,
+            "seconds": round(secs, 2),
+            "docs_per_s": round(written / secs, 1) if secs else None,
+        }
+        print(f"  indexed {db} {kind}: {written} in {secs:.1f}s", file=sys.stderr)
+    return out
+
+
+def throughput(seed: int, n: int = 1000) -> dict[str, Any]:
+    """Indexing docs/s on a fresh slice of n events: int8 / fp32 embedding, vectors supplied."""
+    from kemem_es import EventRecord
+
+    records = [r for b in scale.events(n, seed + 5, "user", 0, 50) for r in b]
+    out: dict[str, Any] = {"slice_docs": n}
+    pool = None
+    for label, variant in (("int8_embed", "int8"), ("fp32_embed", "fp32"), ("vectors", "int8")):
+        km = make_kemem(f"bench-tp-{label.replace('_', '-')}", variant=variant)
+        drop_indices(km)
+        km.init()
+        km.embedder.embed(["预热"])  # load the model outside the timed part
+        if label == "vectors":
+            pool = vector_pool(km, "int8", seed)
+            vecs = _with_vectors(records, pool, np.random.default_rng(seed)).round(6)
+            recs = [EventRecord(**r, vector=v.tolist()) for r, v in zip(records, vecs, strict=True)]
+        else:
+            recs = [EventRecord(**r) for r in records]
+        t0 = time.perf_counter()
+        rep = km.index_records(recs, kind="events", db="user")
+        secs = time.perf_counter() - t0
+        out[label] = {"docs": rep.indexed, "seconds": round(secs, 2), "docs_per_s": round(n / secs)}
+        print(f"  throughput {label}: {n / secs:.0f} docs/s", file=sys.stderr)
+        drop_indices(km)
+    return out
+
+
+def run_queries(km: Any, texts: Sequence[str], opts: dict[str, Any]) -> list[dict[str, float]]:
+    return [
+        dict(km.query(t, agent_id="a1", **QUERY_OPTS, **opts).additional_info.timings_ms)
+        for t in texts
+    ]
+
+
+def qps(km: Any, texts: Sequence[str], opts: dict[str, Any], threads: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as ex:
+        timings = list(
+            ex.map(
+                lambda t: km.query(t, agent_id="a1", **QUERY_OPTS, **opts).additional_info,
+                texts,
+            )
+        )
+    wall = time.perf_counter() - t0
+    return {
+        "threads": threads,
+        "queries": len(texts),
+        "qps": round(len(texts) / wall, 1),
+        "total_ms": percentiles(t.timings_ms["total"] for t in timings),
+    }
+
+
+def measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+    texts = scale.queries(args.warmup + args.queries, args.seed + 4)
+    warm, measured = texts[: args.warmup], texts[args.warmup :]
+    out: dict[str, Any] = {}
+    for name, opts in SCENARIOS.items():
+        run_queries(km, warm, opts)
+        timings = run_queries(km, measured, opts)
+        res = {"options": {**QUERY_OPTS, **opts}, "stages_ms": stage_table(timings)}
+        res["qps"] = qps(km, measured, opts, args.threads)
+        out[name] = res
+        st = res["stages_ms"]["total"]
+        print(
+            f"  {name}: total p50={st['p50']} p99={st['p99']} ms; "
+            f"{res['qps']['qps']} qps @ {args.threads} threads",
+            file=sys.stderr,
+        )
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"scales": {}}
+    km = None
+    if not args.no_throughput:
+        result["throughput"] = throughput(args.seed)
+    for n in args.scale:
+        km = make_kemem(f"bench-lat-{n}")
+        drop_indices(km)
+        km.init()
+        pool = vector_pool(km, "int8", args.seed)
+        print(f"scale {n}", file=sys.stderr)
+        try:
+            entry: dict[str, Any] = {"indexing": load_corpus(km, n, args.seed, pool)}
+            entry["engine"] = engine_settings(km)
+            entry["scenarios"] = measure(km, args)
+            entry["engine_after"] = engine_settings(km)
+        finally:
+            if not args.keep:
+                drop_indices(km)
+        result["scales"][str(n)] = entry
+    result["queries"] = {"measured": args.queries, "warmup": args.warmup, "seed": args.seed}
+    result["stamp"] = stamp(km)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = []
+    tp = result.get("throughput")
+    if tp:
+        lines += [
+            f"**Indexing throughput** (slice of {tp['slice_docs']} events, one bulk client)",
+            "",
+            "| path | docs/s |",
+            "|---|---|",
+        ]
+        keys = ("int8_embed", "fp32_embed", "vectors")
+        lines += [f"| {k} | {tp[k]['docs_per_s']} |" for k in keys]
+        lines.append("")
+    for n, entry in result["scales"].items():
+        ix = entry["indexing"]
+        bulk = ", ".join(f"{k} {v['docs_per_s']}/s" for k, v in ix.items() if isinstance(v, dict))
+        lines += [
+            f"**Scale {int(n):,}** — per db {ix['events_per_db']:,} events + "
+            f"{ix['entities_per_db']:,} entities; heavy user holds {ix['heavy_user']:,} events. "
+            f"Bulk with supplied vectors: {bulk}.",
+            "",
+            "| scenario | stage | p50 ms | p95 ms | p99 ms |",
+            "|---|---|---|---|---|",
+        ]
+        for name, sc in entry["scenarios"].items():
+            for stage, p in sc["stages_ms"].items():
+                lines.append(f"| {name} | {stage} | {p['p50']} | {p['p95']} | {p['p99']} |")
+        lines += ["", "| scenario | QPS (threads) | total p50 ms under load | p99 ms |"]
+        lines.append("|---|---|---|---|")
+        for name, sc in entry["scenarios"].items():
+            q = sc["qps"]
+            lines.append(
+                f"| {name} | {q['qps']} ({q['threads']}) | {q['total_ms']['p50']} "
+                f"| {q['total_ms']['p99']} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scale", type=int, nargs="+", default=[10_000])
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--no-throughput", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument("--out", type=Path, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    result = run(args)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
