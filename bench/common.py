@@ -18,7 +18,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 WORK = ROOT / "work"  # git-ignored: caches (embeddings, generated corpora)
 RESULTS = ROOT / "results"
-DEFAULT_MODEL_DIR = os.environ.get("KEMEM_MODEL_DIR", "/work/shared/models/m3e-small-onnx")
+SHARED = ROOT.parent.parent / "shared"  # the project's shared material, beside the checkout
+DEFAULT_MODEL_DIR = os.environ.get("KEMEM_MODEL_DIR", str(SHARED / "models/m3e-small-onnx"))
 STAGES = ("tokenise", "expand", "embed", "search_events", "search_entities", "assemble", "total")
 DBS = ("user", "official")
 KINDS = ("events", "entities")

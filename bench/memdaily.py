@@ -1,6 +1,6 @@
 """Retrieval quality on MemDaily (or any set in the corpus/queries/qrels layout).
 
-    python -m bench.memdaily --data /work/shared/data/dev/memdaily [--limit-queries N]
+    python -m bench.memdaily --data ../shared/data/dev/memdaily [--limit-queries N]
 
 Mapping (documented in bench/README.md): every doc becomes an EventRecord in the *user* events
 index with agent_id "eval", user_id = its namespace, description = text, created_at = timestamp,

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency, memdaily
-from bench.common import RESULTS, STAGES, stamp
+from bench.common import RESULTS, SHARED, STAGES, stamp
 
-DEFAULT_DATA = Path("/work/shared/data/dev/memdaily")
+DEFAULT_DATA = SHARED / "data/dev/memdaily"
 PROFILES = {
     "quick": {"scales": [10_000], "limit_queries": 600, "pooled_limit_queries": 300},
     "full": {"scales": [10_000, 100_000], "limit_queries": None, "pooled_limit_queries": None},
