@@ -121,7 +121,7 @@ class Kemem:
         return install(self.engine, self.embedder.dim, recreate=recreate)
 
     def _indexer(self) -> Indexer:
-        return Indexer(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 4)
+        return Indexer(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 8)
 
     def index_file(
         self,

@@ -7,6 +7,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+import numpy as np
+
 from kemem_es.models import Database, EntityRecord, EventRecord, MemoryRecord
 
 DATE_FMT = "%Y-%m-%dT%H:%M:%S"
@@ -35,10 +37,12 @@ def record_names(record: MemoryRecord) -> list[str]:
 
 def content_hash(record: MemoryRecord, model_name: str) -> str:
     """Changes when the record or the embedding model does: unchanged docs are skipped."""
-    payload = record.model_dump(mode="json", exclude={"strength"})
+    payload = record.model_dump(mode="json", exclude={"strength", "vector"})
     payload["_model"] = model_name
-    blob = json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()
-    return hashlib.sha1(blob).hexdigest()
+    digest = hashlib.sha1(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode())
+    if record.vector is not None:  # bytes, not JSON text: hashing 512 floats stays cheap
+        digest.update(np.asarray(record.vector, dtype=np.float32).tobytes())
+    return digest.hexdigest()
 
 
 def _fmt(t: datetime | None) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -108,18 +109,27 @@ class Indexer:
         alias = index_alias(self.engine.settings.index_prefix, db, kind)
         report = IndexReport()
         start = time.perf_counter()
-        for lo in range(0, len(records), self.batch_size):
-            batch = records[lo : lo + self.batch_size]
-            self._index_batch(alias, batch, db, report)
-            if on_progress:
-                on_progress(min(lo + self.batch_size, len(records)), len(records))
+        # One bulk request in flight while the next batch is tokenised and embedded: the
+        # engine and the client then work at the same time.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-bulk") as sender:
+            pending: Future | None = None
+            for lo in range(0, len(records), self.batch_size):
+                lines = self._prepare_batch(alias, records[lo : lo + self.batch_size], db, report)
+                if pending is not None:
+                    pending.result()
+                pending = sender.submit(self._bulk, lines, report) if lines else None
+                if on_progress:
+                    on_progress(min(lo + self.batch_size, len(records)), len(records))
+            if pending is not None:
+                pending.result()
         self.engine.refresh(alias)
         report.seconds = time.perf_counter() - start
         return report
 
-    def _index_batch(
+    def _prepare_batch(
         self, alias: str, batch: Sequence[MemoryRecord], db: Database, report: IndexReport
-    ) -> None:
+    ) -> list[dict]:
+        """Bulk lines for the records of a batch that are new or changed."""
         self._learn_names(batch)
         ids = [r.doc_id(db) for r in batch]
         hashes = [content_hash(r, self.embedder.name) for r in batch]
@@ -131,7 +141,7 @@ class Indexer:
         ]
         report.unchanged += len(batch) - len(todo)
         if not todo:
-            return
+            return []
         vectors = self._vectors([batch[i] for i in todo], report)
         lines: list[dict] = []
         for i, vec in zip(todo, vectors, strict=True):
@@ -141,7 +151,7 @@ class Indexer:
             doc["content_hash"] = hashes[i]
             doc["vector"] = vec
             lines += [{"index": {"_index": alias, "_id": ids[i]}}, doc]
-        self._bulk(lines, report)
+        return lines
 
     def _learn_names(self, batch: Sequence[MemoryRecord]) -> None:
         """Names become dictionary words so jieba keeps them whole (木木, not 木 木)."""
@@ -170,7 +180,8 @@ class Indexer:
         return out
 
     def _bulk(self, lines: list[dict], report: IndexReport) -> None:
-        """Bulk with retries for back-pressure; per-item failures are reported, never dropped."""
+        """Bulk with retries for back-pressure; per-item failures are reported, never dropped.
+        Runs on the sender thread: it alone counts indexed/updated (list appends are atomic)."""
         for attempt in range(self.max_retries + 1):
             resp = self.engine.bulk(lines)
             retry: list[dict] = []
