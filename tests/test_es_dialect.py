@@ -163,11 +163,14 @@ def test_fused_query_shape(es_url: str, path: str) -> None:
     searcher.search_events(params, [], [0.1] * DIMS, params.now)
     (lines,) = sent("POST", "/_msearch")
     assert lines[0] == {"index": "kemem-user-events"}
-    fs = lines[1]["query"]["function_score"]
+    body = lines[1]
+    if path == "approx":
+        fs = body["rescore"]["query"]["rescore_query"]["function_score"]
+        ann = body["query"]["bool"]["should"][-1]["constant_score"]["filter"]["knn"]
+        assert ann["field"] == "vector" and ann["k"] == 100 and ann["filter"]
+    else:
+        fs = body["query"]["function_score"]
+        assert body["min_score"] == 0.5
     scripts = [f["script_score"]["script"] for f in fs["functions"] if "script_score" in f]
     vec = next(s for s in scripts if "cosineSimilarity" in s["source"])
     assert vec["params"] == {"qv": [0.1] * DIMS, "field": "vector"}
-    assert lines[1]["min_score"] == 0.5
-    if path == "approx":
-        ann = fs["query"]["bool"]["should"][-1]["constant_score"]["filter"]["knn"]
-        assert ann["field"] == "vector" and ann["k"] == 100 and ann["filter"]

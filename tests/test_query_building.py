@@ -108,14 +108,22 @@ def test_scope_filters_every_database() -> None:
     assert {"term": {"db": "official"}} in ev.scope_filters("official", "a", "u")
 
 
-def test_approximate_path_unions_ann_with_keywords_without_scoring_it() -> None:
+def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> None:
     engine = OpenSearchEngine(client=None, settings=Settings(), info={})
-    params = QueryParams(agent_id="a", user_id="u")
-    q = ev.candidate_query(engine, "official", params, [{"term": {"keywords": "x"}}], [0.1], True)
-    ann = q["bool"]["should"][-1]["constant_score"]
-    assert ann["boost"] == 0.0 and "knn" in ann["filter"]
-    assert q["bool"]["minimum_should_match"] == 1
-    exact = ev.candidate_query(engine, "user", params, [], [0.1], False)
+    params = QueryParams(agent_id="a", user_id="u", ann_k=50, kw_window=30)
+    clauses = [{"term": {"keywords": "x"}}]
+    body = ev.event_body(engine, "official", params, clauses, [0.1], datetime(2025, 1, 1), True)
+    first = body["query"]["bool"]
+    ann = first["should"][-1]["constant_score"]
+    assert ann["boost"] == ev.ANN_BOOST and "knn" in ann["filter"]
+    assert first["minimum_should_match"] == 1  # only ANN neighbours and keyword matches
+    rescore = body["rescore"]
+    assert rescore["window_size"] == 80
+    assert rescore["query"]["query_weight"] == 0.0  # the fused score alone decides
+    fs = rescore["query"]["rescore_query"]["function_score"]
+    assert fs["query"]["bool"]["should"] == clauses
+    assert "min_score" not in body  # min_score would act before rescoring
+    exact = ev.candidate_query(engine, "user", params, [])
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
 
 

@@ -27,6 +27,7 @@ STRENGTH_SCRIPT = (
     "return s / (s + params.k);"
 )
 FUNCTION_ORDER = ("kw", "vec", "time", "strength")
+ANN_BOOST = 1000.0  # ANN neighbours sort ahead of keyword-only candidates in the window
 
 
 def scope_filters(db: Database, agent_id: str, user_id: str) -> list[dict[str, Any]]:
@@ -83,24 +84,61 @@ def candidate_query(
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
-    vector: Sequence[float] | None,
-    approx: bool,
     require_keyword: bool = False,
 ) -> dict[str, Any]:
-    """Which memories get scored. Exact: every memory in scope (keyword-only and vector-only hits
-    both surface). Approximate: the union of ANN neighbours and keyword matches."""
-    filters = scope_filters(db, params.agent_id, params.user_id)
-    should = list(clauses)
-    if approx and vector is not None:
-        # Boost 0: ANN only adds candidates; it must not leak into the BM25 signal.
-        ann = engine.ann_query(VECTOR_FIELD, vector, params.ann_k, filters)
-        should.append({"constant_score": {"filter": ann, "boost": 0.0}})
-    query: dict[str, Any] = {"filter": filters, "should": should}
+    """Exact path: every memory in scope is a candidate (so keyword-only and vector-only hits
+    both surface), the keyword clauses only add their BM25."""
+    query: dict[str, Any] = {
+        "filter": scope_filters(db, params.agent_id, params.user_id),
+        "should": list(clauses),
+    }
     if params.exclude_ids:
         query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
-    if approx or require_keyword:
+    if require_keyword:
         query["minimum_should_match"] = 1
     return {"bool": query}
+
+
+def window_query(
+    engine: Engine,
+    db: Database,
+    params: QueryParams,
+    clauses: list[dict[str, Any]],
+    vector: Sequence[float],
+    use_ann: bool,
+) -> tuple[dict[str, Any], int]:
+    """Approximate path, first phase: the union of the ANN neighbours (boosted so that all of
+    them sort first) and the best keyword matches. Returns the query and its window size."""
+    filters = scope_filters(db, params.agent_id, params.user_id)
+    should = list(clauses)
+    window = params.kw_window if clauses else 0
+    if use_ann:
+        ann = engine.ann_query(VECTOR_FIELD, vector, params.ann_k, filters)
+        should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
+        window += params.ann_k
+    query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
+    if params.exclude_ids:
+        query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
+    return {"bool": query}, max(window, params.limit)
+
+
+def fused(
+    engine: Engine,
+    params: QueryParams,
+    vector: Sequence[float],
+    now: datetime,
+    weights: dict[str, float],
+    query: dict[str, Any],
+) -> dict[str, Any]:
+    """The fused score over ``query``, whose own score is the keyword BM25."""
+    return {
+        "function_score": {
+            "query": query,
+            "functions": signal_functions(engine, params, vector, now, weights),
+            "score_mode": "sum",
+            "boost_mode": "replace",
+        }
+    }
 
 
 def event_body(
@@ -116,26 +154,38 @@ def event_body(
     min_score: float | None = None,
     require_keyword: bool = False,
 ) -> dict[str, Any]:
-    """The full search body for one database."""
+    """The search body for one database.
+
+    Exact: one function_score over the whole scope, ``min_score`` as the threshold.
+    Approximate: the window query picks candidates; the engine's rescore gives each of them the
+    same fused score (query_weight 0, so only the fused score counts). The caller applies the
+    threshold, since the engine's min_score acts before rescoring."""
+    weights = weights or params.weights.model_dump()
     body: dict[str, Any] = {
         "size": size or params.limit,
         "track_total_hits": False,
         "_source": {"excludes": SOURCE_EXCLUDES},
-        "query": {
-            "function_score": {
-                "query": candidate_query(
-                    engine, db, params, clauses, vector, approx, require_keyword
-                ),
-                "functions": signal_functions(
-                    engine, params, vector, now, weights or params.weights.model_dump()
-                ),
-                "score_mode": "sum",
-                "boost_mode": "replace",
-            }
-        },
     }
-    if min_score is not None and min_score > 0:
-        body["min_score"] = min_score
+    if approx:
+        use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
+        first, window = window_query(engine, db, params, clauses, vector, use_ann)
+        # match_all in filter context: window docs that match no word still get scored.
+        bm25 = {"bool": {"filter": [{"match_all": {}}], "should": clauses}}
+        body["query"] = first
+        body["rescore"] = {
+            "window_size": max(window, size or params.limit),
+            "query": {
+                "rescore_query": fused(engine, params, vector, now, weights, bm25),
+                "query_weight": 0.0,
+                "rescore_query_weight": 1.0,
+                "score_mode": "total",
+            },
+        }
+    else:
+        query = candidate_query(engine, db, params, clauses, require_keyword)
+        body["query"] = fused(engine, params, vector, now, weights, query)
+        if min_score is not None and min_score > 0:
+            body["min_score"] = min_score
     if params.explain:
         body["explain"] = True
     return body
@@ -150,22 +200,18 @@ def two_stage_body(
     now: datetime,
     approx: bool,
 ) -> dict[str, Any]:
-    """Keywords + time (+ strength) pick the survivors; the engine's rescore then adds the
-    semantic term to the top ``two_stage_window`` of them only."""
+    """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
+    rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
+    moot: stage one is already cheap)."""
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
-    body = event_body(engine, db, params, clauses, vector, now, approx, weights=stage1)
+    body = event_body(engine, db, params, clauses, vector, now, False, weights=stage1)
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit),
         "query": {
-            "rescore_query": {
-                "function_score": {
-                    "query": {"match_all": {}},
-                    "functions": signal_functions(engine, params, vector, now, {"vec": w["vec"]}),
-                    "score_mode": "sum",
-                    "boost_mode": "replace",
-                }
-            },
+            "rescore_query": fused(
+                engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}
+            ),
             "query_weight": 1.0,
             "rescore_query_weight": 1.0,
             "score_mode": "total",

@@ -198,8 +198,9 @@ class Searcher:
             ranked = rrf_merge(lists, params.rrf_k)
         else:
             ranked.sort(key=lambda r: -r[2])
-            if mode == "two_stage":  # rescored scores only exist after the engine's min_score
-                ranked = [r for r in ranked if r[2] >= params.score_threshold]
+            # Rescored scores (approximate path, two-stage) exist only after the engine's
+            # min_score has run, so the threshold is applied to what came back.
+            ranked = [r for r in ranked if r[2] >= params.score_threshold]
         out = []
         for db, hit, score in ranked[: params.limit]:
             signals = None
