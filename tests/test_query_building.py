@@ -32,8 +32,9 @@ def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:
 def test_base_words_outweigh_expansions_and_levels_order_expansions() -> None:
     words = [SearchWord("火锅"), SearchWord("麻辣", level=7), SearchWord("聚餐", level=3)]
     b = boosts(keyword_clauses(words, EVENT_FIELDS, split))
-    assert b[("keywords", "火锅")] > b[("keywords", "麻辣")] > b[("keywords", "聚餐")]
+    assert b[("keywords_tok", "火锅")] > b[("keywords_tok", "麻辣")] > b[("keywords_tok", "聚餐")]
     assert b[("keywords", "火锅")] > b[("description_tok", "火锅")]  # keywords field weighs more
+    assert ("keywords", "麻辣") not in b  # expansions probe only the tokenised fields
 
 
 def test_strategy_one_levels_above_seven_never_reach_a_base_word() -> None:

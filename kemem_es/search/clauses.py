@@ -36,6 +36,8 @@ EVENT_FIELDS: dict[str, float] = {
     "description_tok": 1.0,
     "deepinsight_tok": 0.4,
 }
+# Expansions only probe the tokenised fields: half the clauses, the same candidates.
+EXPANSION_SKIP_FIELDS = {"keywords", "deepinsight_tok"}
 KEYWORD_ONLY_FIELDS = {
     "keywords",
     "keywords_tok",
@@ -76,6 +78,8 @@ def keyword_clauses(
         per_word = []
         for field, field_weight in fields.items():
             if w.single_char and field not in KEYWORD_ONLY_FIELDS:
+                continue
+            if w.level is not None and field in EXPANSION_SKIP_FIELDS:
                 continue
             clause = word_clause(field, w, tokens, round(w.boost * field_weight, 4))
             if clause is not None:
