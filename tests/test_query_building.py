@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from kemem_es.config import Settings
 from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses
+from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
 from kemem_es.search.entities import TIERS, merge_tiers, tier_bodies
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams, Weights
@@ -21,9 +21,14 @@ def split(text: str) -> list[str]:
 
 
 def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:
+    """(field, word) → boost, for term / match_phrase clauses and grouped terms queries."""
     out = {}
     for c in clauses:
-        ((_kind, spec),) = c.items()
+        ((kind, spec),) = c.items()
+        if kind == "terms":
+            ((field, values),) = [(k, v) for k, v in spec.items() if k != "boost"]
+            out.update({(field, v): spec["boost"] for v in values})
+            continue
         ((field, body),) = spec.items()
         out[(field, body.get("value", body.get("query")))] = body["boost"]
     return out
@@ -35,6 +40,22 @@ def test_base_words_outweigh_expansions_and_levels_order_expansions() -> None:
     assert b[("keywords_tok", "火锅")] > b[("keywords_tok", "麻辣")] > b[("keywords_tok", "聚餐")]
     assert b[("keywords", "火锅")] > b[("description_tok", "火锅")]  # keywords field weighs more
     assert ("keywords", "麻辣") not in b  # expansions probe only the tokenised fields
+
+
+def test_expansions_are_grouped_by_level_into_terms_queries() -> None:
+    words = [SearchWord(w, level=lv) for w, lv in [("a", 7), ("b", 7), ("c", 5), ("d e", 7)]]
+    clauses = keyword_clauses(words, {"description_tok": 1.0}, split)
+    terms = [c["terms"] for c in clauses if "terms" in c]
+    assert sorted(t["description_tok"] for t in terms) == [["a", "b"], ["c"]]
+    phrases = [c for c in clauses if "match_phrase" in c]  # multi-token words stay phrases
+    assert phrases == [{"match_phrase": {"description_tok": {"query": "d e", "boost": 0.5}}}]
+
+
+def test_matched_words_are_read_off_the_stored_tokens() -> None:
+    src = {"keyword": "兴趣", "keyword_tok": "兴趣", "description_tok": "木木 喜欢 画画 猫"}
+    words = [SearchWord("画画"), SearchWord("兴趣", level=5), SearchWord("猫", single_char=True)]
+    got = matched_words(src, words, ["keyword", "keyword_tok", "description_tok"], split)
+    assert got == ["画画", "兴趣"]  # 猫 is one character: never matched in a description
 
 
 def test_strategy_one_levels_above_seven_never_reach_a_base_word() -> None:
@@ -134,8 +155,7 @@ def test_entity_tiers_are_named_and_ordered() -> None:
     assert [t.rank for t, _ in bodies] == [1, 2, 3, 4]
     for _, body in bodies:
         assert body["sort"][0] == {"updatetime": {"order": "desc"}}
-        names = [c["bool"]["_name"] for c in body["query"]["bool"]["should"]]
-        assert names == ["画画"]  # one named clause per word: names must be unique
+        assert body["query"]["bool"]["minimum_should_match"] == 1
     hits = [{"_id": "x"}, {"_id": "y"}]
     merged = merge_tiers([(TIERS[0], hits), (TIERS[1], [{"_id": "x"}, {"_id": "z"}])], 10)
     assert [h["_id"] for _, h in merged] == ["x", "y", "z"]

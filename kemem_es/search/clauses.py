@@ -66,26 +66,59 @@ def keyword_clauses(
     words: Sequence[SearchWord],
     fields: dict[str, float],
     tokenize: Callable[[str], list[str]],
-    named: bool = False,
 ) -> list[dict[str, Any]]:
-    """Should-clauses for all words on all fields, with boost = word weight × field weight.
+    """Should-clauses, boost = word weight × field weight.
 
-    ``named``: each word's field clauses are wrapped in one bool named after the word, so a hit's
-    ``matched_queries`` lists the words it matched (a name must be unique per request)."""
-    clauses = []
+    Base words get one BM25-scored clause per field. Expansions (up to ~100 words) are grouped
+    by level into one ``terms`` query per (field, level): a constant score per group, which keeps
+    the request small and the engine fast; they weigh by association level as SPEC §2 asks.
+    """
+    clauses: list[dict[str, Any]] = []
+    groups: dict[tuple[str, float], list[str]] = {}
     for w in words:
         tokens = tokenize(w.word)
-        per_word = []
         for field, field_weight in fields.items():
             if w.single_char and field not in KEYWORD_ONLY_FIELDS:
                 continue
             if w.level is not None and field in EXPANSION_SKIP_FIELDS:
                 continue
-            clause = word_clause(field, w, tokens, round(w.boost * field_weight, 4))
+            boost = round(w.boost * field_weight, 4)
+            groupable = field in EXACT_FIELDS or len(tokens) == 1
+            if w.level is not None and groupable:
+                value = w.word if field in EXACT_FIELDS else tokens[0].lower()
+                groups.setdefault((field, boost), []).append(value)
+                continue
+            clause = word_clause(field, w, tokens, boost)
             if clause is not None:
-                per_word.append(clause)
-        if named and per_word:
-            clauses.append({"bool": {"should": per_word, "_name": w.word}})
-        else:
-            clauses.extend(per_word)
+                clauses.append(clause)
+    for (field, boost), values in groups.items():
+        clauses.append({"terms": {field: sorted(set(values)), "boost": boost}})
     return clauses
+
+
+def matched_words(
+    source: dict[str, Any],
+    words: Sequence[SearchWord],
+    fields: Sequence[str],
+    tokenize: Callable[[str], list[str]],
+) -> list[str]:
+    """Which search words a hit matched, read off its stored tokens (what the engine matched
+    on), in search-word order: base words first, then expansions by strength."""
+    exact = {str(source.get(f) or "") for f in fields if f in EXACT_FIELDS}
+    tokenised = {f: str(source.get(f) or "").split() for f in fields if f not in EXACT_FIELDS}
+    out = []
+    for w in words:
+        toks = [t.lower() for t in tokenize(w.word)]
+        searchable = [
+            seq
+            for f, seq in tokenised.items()
+            if not (w.single_char and f not in KEYWORD_ONLY_FIELDS)
+        ]
+        if w.word in exact or (toks and any(_contains(seq, toks) for seq in searchable)):
+            out.append(w.word)
+    return out
+
+
+def _contains(seq: list[str], part: list[str]) -> bool:
+    n = len(part)
+    return any(seq[i : i + n] == part for i in range(len(seq) - n + 1))

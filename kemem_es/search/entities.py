@@ -1,7 +1,7 @@
 """Entity recall in SPEC §2 step 6's priority tiers, newest first within a tier.
 
-Each tier is one request over the user's and the official entity indices; every word clause is a
-named query, so a hit reports exactly which search words matched it.
+Each tier is one search over the user's and the official entity indices (the four go in one
+msearch); a hit reports which search words matched it, read off its stored tokens.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from kemem_es.search.clauses import SearchWord, keyword_clauses
 from kemem_es.search.params import QueryParams
 
-SOURCE_EXCLUDES = ["vector", "*_tok", "metadata"]
+SOURCE_EXCLUDES = ["vector", "metadata"]  # the *_tok fields tell which words matched
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def tier_bodies(
     """One search body per tier; tiers with no clause (no words) are left out."""
     out = []
     for tier in TIERS:
-        clauses = keyword_clauses(words, tier.fields, tokenize, named=True)
+        clauses = keyword_clauses(words, tier.fields, tokenize)
         if not clauses:
             continue
         query: dict[str, Any] = {

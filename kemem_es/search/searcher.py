@@ -14,7 +14,7 @@ from kemem_es.engine.templates import index_alias
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses
+from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
 from kemem_es.search.entities import merge_tiers, tier_bodies
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
@@ -253,7 +253,8 @@ class Searcher:
             for i, (db, hit, score, signals) in enumerate(event_hits)
         ]
         entities = [
-            self._entity_hit(i, tier, hit, params) for i, (tier, hit) in enumerate(entity_hits)
+            self._entity_hit(i, tier, hit, params, words)
+            for i, (tier, hit) in enumerate(entity_hits)
         ]
         clock.lap("assemble")
         info = AdditionalInfo(
@@ -288,7 +289,9 @@ class Searcher:
         out.log = event_log(out, now)
         return out
 
-    def _entity_hit(self, i: int, tier: Any, hit: dict, params: QueryParams) -> EntityHit:
+    def _entity_hit(
+        self, i: int, tier: Any, hit: dict, params: QueryParams, words: Sequence[SearchWord]
+    ) -> EntityHit:
         src = hit["_source"]
         raw = float(hit.get("_score") or 0.0)
         out = EntityHit(
@@ -301,9 +304,7 @@ class Searcher:
             entity_type=src.get("entity_type", ""),
             description=src.get("description", ""),
             updatetime=_fmt_time(src.get("updatetime")),
-            matched_keywords=sorted(
-                set(hit.get("matched_queries", [])), key=hit.get("matched_queries", []).index
-            ),
+            matched_keywords=matched_words(src, words, list(tier.fields), self.tokenizer.tokenize),
             keyword=src.get("keyword", ""),
             tier=tier.rank,
         )
