@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -11,7 +12,7 @@ from kemem_es.config import Settings
 from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
-from kemem_es.search.entities import TIERS, merge_tiers, tier_bodies
+from kemem_es.search.entities import entity_body
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams, Weights
 
@@ -149,16 +150,20 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
 
 
-def test_entity_tiers_are_named_and_ordered() -> None:
+def test_entity_recall_is_one_search_ordered_by_tier_then_time() -> None:
     params = QueryParams(agent_id="a", user_id="u")
-    bodies = tier_bodies(params, [SearchWord("画画")], split)
-    assert [t.rank for t, _ in bodies] == [1, 2, 3, 4]
-    for _, body in bodies:
-        assert body["sort"][0] == {"updatetime": {"order": "desc"}}
-        assert body["query"]["bool"]["minimum_should_match"] == 1
-    hits = [{"_id": "x"}, {"_id": "y"}]
-    merged = merge_tiers([(TIERS[0], hits), (TIERS[1], [{"_id": "x"}, {"_id": "z"}])], 10)
-    assert [h["_id"] for _, h in merged] == ["x", "y", "z"]
+    body = entity_body(params, [SearchWord("画画")], split)
+    assert body["sort"] == ["_score", {"updatetime": {"order": "desc"}}]
+    fs = body["query"]["function_score"]
+    weights = [(f["filter"]["terms"]["kind"], f["weight"]) for f in fs["functions"]]
+    assert [w for _, w in weights] == [4.0, 3.0, 2.0, 1.0]
+    assert weights[0][0] == ["与主体和客体的关系"] and weights[3][0] == ["记忆画面"]
+    should = fs["query"]["bool"]["should"]
+    scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in should if "bool" in c}
+    # descriptions are searched for tier 2 only, entity names for tier 3 only
+    assert "description_tok" in json.dumps(scoped[("用户属性", "用户关系")])
+    assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
+    assert entity_body(params, [], split) is None
 
 
 def test_rrf_rewards_agreement() -> None:

@@ -1,7 +1,10 @@
 """Entity recall in SPEC §2 step 6's priority tiers, newest first within a tier.
 
-Each tier is one search over the user's and the official entity indices (the four go in one
-msearch); a hit reports which search words matched it, read off its stored tokens.
+All four tiers are one search over the user's and the official entity indices: a function_score
+gives each hit its tier's constant weight, and the sort is (tier weight, updatetime desc). Fields
+that only some tiers search (descriptions for tier 2, entity names for tier 3) sit in clauses
+filtered to those tiers' kinds. A hit reports which search words matched it, read off its
+stored tokens.
 """
 
 from __future__ import annotations
@@ -57,53 +60,56 @@ def entity_scope(agent_id: str, user_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def tier_bodies(
+SHARED_FIELDS = ("keyword", "keyword_tok")  # searched by every tier
+TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
+
+
+def entity_body(
     params: QueryParams, words: Sequence[SearchWord], tokenize: Callable[[str], list[str]]
-) -> list[tuple[Tier, dict[str, Any]]]:
-    """One search body per tier; tiers with no clause (no words) are left out."""
-    out = []
+) -> dict[str, Any] | None:
+    """The one search body for entity recall, or None when there is nothing to search."""
+    shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
+    should = keyword_clauses(words, shared, tokenize)
     for tier in TIERS:
-        clauses = keyword_clauses(words, tier.fields, tokenize)
-        if not clauses:
-            continue
-        query: dict[str, Any] = {
-            "filter": [
-                *entity_scope(params.agent_id, params.user_id),
-                {"terms": {"kind": list(tier.kinds)}},
-            ],
-            "should": clauses,
-            "minimum_should_match": 1,
-        }
-        if params.exclude_ids:
-            query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
-        out.append(
-            (
-                tier,
+        extra = {f: w for f, w in tier.fields.items() if f not in SHARED_FIELDS}
+        clauses = keyword_clauses(words, extra, tokenize) if extra else []
+        if clauses:
+            should.append(
                 {
-                    "size": params.entity_limit,
-                    "track_total_hits": False,
-                    "track_scores": True,
-                    "sort": [{"updatetime": {"order": "desc"}}, "_score"],
-                    "_source": {"excludes": SOURCE_EXCLUDES},
-                    "query": {"bool": query},
-                },
+                    "bool": {
+                        "filter": [{"terms": {"kind": list(tier.kinds)}}],
+                        "should": clauses,
+                        "minimum_should_match": 1,
+                    }
+                }
             )
-        )
-    return out
-
-
-def merge_tiers(
-    results: Sequence[tuple[Tier, list[dict[str, Any]]]], limit: int
-) -> list[tuple[Tier, dict[str, Any]]]:
-    """Tier order first, the engine's newest-first order within a tier; each memory once."""
-    seen: set[str] = set()
-    merged = []
-    for tier, hits in results:
-        for hit in hits:
-            if hit["_id"] in seen:
-                continue
-            seen.add(hit["_id"])
-            merged.append((tier, hit))
-            if len(merged) >= limit:
-                return merged
-    return merged
+    if not should:
+        return None
+    query: dict[str, Any] = {
+        "filter": [
+            *entity_scope(params.agent_id, params.user_id),
+            {"terms": {"kind": list(TIER_OF_KIND)}},
+        ],
+        "should": should,
+        "minimum_should_match": 1,
+    }
+    if params.exclude_ids:
+        query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
+    tier_weight = [
+        {"filter": {"terms": {"kind": list(t.kinds)}}, "weight": float(len(TIERS) + 1 - t.rank)}
+        for t in TIERS
+    ]
+    return {
+        "size": params.entity_limit,
+        "track_total_hits": False,
+        "sort": ["_score", {"updatetime": {"order": "desc"}}],
+        "_source": {"excludes": SOURCE_EXCLUDES},
+        "query": {
+            "function_score": {
+                "query": {"bool": query},
+                "functions": tier_weight,
+                "score_mode": "first",
+                "boost_mode": "replace",
+            }
+        },
+    }

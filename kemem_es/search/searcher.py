@@ -9,13 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from kemem_es.engine.client import Engine
 from kemem_es.engine.templates import index_alias
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
-from kemem_es.search.entities import merge_tiers, tier_bodies
+from kemem_es.search.entities import TIER_OF_KIND, entity_body
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams
@@ -218,21 +220,16 @@ class Searcher:
 
     def search_entities(
         self, params: QueryParams, words: Sequence[SearchWord]
-    ) -> list[tuple[Any, dict[str, Any]]]:
+    ) -> list[dict[str, Any]]:
+        """Entity hits in tier order, newest first within a tier."""
         if params.entity_limit == 0 or not words:
+            return []
+        body = entity_body(params, words, self.tokenizer.tokenize)
+        if body is None:
             return []
         prefix = self.engine.settings.index_prefix
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
-        bodies = tier_bodies(params, words, self.tokenizer.tokenize)
-        if not bodies:
-            return []
-        responses = self.engine.msearch([(indices, body) for _, body in bodies])
-        results = []
-        for (tier, _), resp in zip(bodies, responses, strict=True):
-            if "error" in resp:
-                raise_engine_error(resp)
-            results.append((tier, resp["hits"]["hits"]))
-        return merge_tiers(results, params.entity_limit)
+        return list(self.engine.search(indices, body)["hits"]["hits"])
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:
@@ -242,7 +239,8 @@ class Searcher:
         # Entities need no embedding: their search runs while the query is embedded and the
         # events are searched. Each stage keeps its own wall time; total is the real one.
         entities_job = self._pool.submit(_timed, self.search_entities, params, words)
-        vector = self.embedder.embed_one(text).astype(float).tolist()
+        # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
+        vector = np.round(self.embedder.embed_one(text).astype(float), 5).tolist()
         clock.lap("embed")
         event_hits = self.search_events(params, words, vector, now)
         clock.lap("search_events")
@@ -252,10 +250,7 @@ class Searcher:
             self._event_hit(i, db, hit, score, signals, now)
             for i, (db, hit, score, signals) in enumerate(event_hits)
         ]
-        entities = [
-            self._entity_hit(i, tier, hit, params, words)
-            for i, (tier, hit) in enumerate(entity_hits)
-        ]
+        entities = [self._entity_hit(i, hit, words) for i, hit in enumerate(entity_hits)]
         clock.lap("assemble")
         info = AdditionalInfo(
             timings_ms=clock.total(),
@@ -289,22 +284,22 @@ class Searcher:
         out.log = event_log(out, now)
         return out
 
-    def _entity_hit(
-        self, i: int, tier: Any, hit: dict, params: QueryParams, words: Sequence[SearchWord]
-    ) -> EntityHit:
+    def _entity_hit(self, i: int, hit: dict, words: Sequence[SearchWord]) -> EntityHit:
         src = hit["_source"]
-        raw = float(hit.get("_score") or 0.0)
+        tier = TIER_OF_KIND[src["kind"]]
+        matched = matched_words(src, words, list(tier.fields), self.tokenizer.tokenize)
+        weight = sum(w.boost for w in words if w.word in set(matched))
         out = EntityHit(
             id=i,
             kind=src.get("kind", ""),
-            score=round(raw / (raw + params.bm25_k), 4),
+            score=round(weight / (weight + 1.0), 4),  # 1 base word → 0.5
             index={"index": hit["_id"]},
             db=src.get("db", "user"),
             entity_name=src.get("entity_name", ""),
             entity_type=src.get("entity_type", ""),
             description=src.get("description", ""),
             updatetime=_fmt_time(src.get("updatetime")),
-            matched_keywords=matched_words(src, words, list(tier.fields), self.tokenizer.tokenize),
+            matched_keywords=matched,
             keyword=src.get("keyword", ""),
             tier=tier.rank,
         )
