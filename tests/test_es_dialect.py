@@ -167,7 +167,7 @@ def test_fused_query_shape(es_url: str, path: str) -> None:
     if path == "approx":
         fs = body["rescore"]["query"]["rescore_query"]["function_score"]
         ann = body["query"]["bool"]["should"][-1]["constant_score"]["filter"]["knn"]
-        assert ann["field"] == "vector" and ann["k"] == 100 and ann["filter"]
+        assert ann["field"] == "vector" and ann["k"] == 50 and ann["filter"]
     else:
         fs = body["query"]["function_score"]
         assert body["min_score"] == 0.5

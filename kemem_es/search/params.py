@@ -53,7 +53,7 @@ class QueryParams(BaseModel):
     top_k: int = Field(10, ge=1, le=50)
     expand: bool = True
     explain: bool = False
-    ann_k: int = Field(100, ge=1, le=1000, description="ANN candidates on the approximate path")
-    kw_window: int = Field(100, ge=1, le=1000, description="best keyword candidates added to them")
+    ann_k: int = Field(50, ge=1, le=1000, description="ANN candidates on the approximate path")
+    kw_window: int = Field(50, ge=1, le=1000, description="best keyword candidates added to them")
     rrf_k: int = Field(60, ge=1)
     two_stage_window: int = Field(50, ge=1, le=1000)

@@ -25,7 +25,9 @@ from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryR
 from kemem_es.text import base_words_with_tokens
 
 DATABASES: tuple[Database, ...] = ("user", "official")
-APPROX_MIN_DOCS = 50_000  # above this an official database is searched approximately
+# Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
+# 2 cores: exact 13 ms vs approximate 5 ms of engine time.
+EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
 NAMES_TTL_S = 300.0
 CONTEXT_LEVEL = 4  # words from the previous turns weigh like a mid-level association
@@ -132,16 +134,18 @@ class Searcher:
         return base, tokens, expanded, words
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
+        """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
+        Scope sizes are counted by the engine and cached for a minute."""
         if params.path != "auto":
             return params.path == "approx"
-        if db == "user":  # a user's scope is capped (SPEC §6): exact scoring is affordable
-            return False
         alias = index_alias(self.engine.settings.index_prefix, db, "events")
-        cached = self._counts.get(alias)
+        key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}"
+        cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
-            cached = (time.monotonic(), self.engine.count(alias))
-            self._counts[alias] = cached
-        return cached[1] >= APPROX_MIN_DOCS
+            scope = {"bool": {"filter": ev.scope_filters(db, params.agent_id, params.user_id)}}
+            cached = (time.monotonic(), self.engine.count(alias, scope))
+            self._counts[key] = cached
+        return cached[1] > EXACT_MAX_DOCS
 
     def search_events(
         self,
