@@ -17,10 +17,6 @@ from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams, Weights
 
 
-def split(text: str) -> list[str]:
-    return text.split()
-
-
 def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:
     """(field, word) → boost, for term / match_phrase clauses and grouped terms queries."""
     out = {}
@@ -37,15 +33,18 @@ def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:
 
 def test_base_words_outweigh_expansions_and_levels_order_expansions() -> None:
     words = [SearchWord("火锅"), SearchWord("麻辣", level=7), SearchWord("聚餐", level=3)]
-    b = boosts(keyword_clauses(words, EVENT_FIELDS, split))
+    b = boosts(keyword_clauses(words, EVENT_FIELDS))
     assert b[("keywords_tok", "火锅")] > b[("keywords_tok", "麻辣")] > b[("keywords_tok", "聚餐")]
     assert b[("keywords", "火锅")] > b[("description_tok", "火锅")]  # keywords field weighs more
     assert ("keywords", "麻辣") not in b  # expansions probe only the tokenised fields
 
 
 def test_expansions_are_grouped_by_level_into_terms_queries() -> None:
-    words = [SearchWord(w, level=lv) for w, lv in [("a", 7), ("b", 7), ("c", 5), ("d e", 7)]]
-    clauses = keyword_clauses(words, {"description_tok": 1.0}, split)
+    words = [
+        SearchWord(w, level=lv, tokens=tuple(w.split()))
+        for w, lv in [("a", 7), ("b", 7), ("c", 5), ("d e", 7)]
+    ]
+    clauses = keyword_clauses(words, {"description_tok": 1.0})
     terms = [c["terms"] for c in clauses if "terms" in c]
     assert sorted(t["description_tok"] for t in terms) == [["a", "b"], ["c"]]
     phrases = [c for c in clauses if "match_phrase" in c]  # multi-token words stay phrases
@@ -55,7 +54,7 @@ def test_expansions_are_grouped_by_level_into_terms_queries() -> None:
 def test_matched_words_are_read_off_the_stored_tokens() -> None:
     src = {"keyword": "兴趣", "keyword_tok": "兴趣", "description_tok": "木木 喜欢 画画 猫"}
     words = [SearchWord("画画"), SearchWord("兴趣", level=5), SearchWord("猫", single_char=True)]
-    got = matched_words(src, words, ["keyword", "keyword_tok", "description_tok"], split)
+    got = matched_words(src, words, ["keyword", "keyword_tok", "description_tok"])
     assert got == ["画画", "兴趣"]  # 猫 is one character: never matched in a description
 
 
@@ -66,7 +65,7 @@ def test_strategy_one_levels_above_seven_never_reach_a_base_word() -> None:
 def test_one_character_words_never_search_descriptions() -> None:
     fields = {
         f
-        for c in keyword_clauses([SearchWord("猫", single_char=True)], EVENT_FIELDS, split)
+        for c in keyword_clauses([SearchWord("猫", single_char=True)], EVENT_FIELDS)
         for spec in c.values()
         for f in spec
     }
@@ -74,7 +73,8 @@ def test_one_character_words_never_search_descriptions() -> None:
 
 
 def test_multi_token_words_become_phrases() -> None:
-    clauses = keyword_clauses([SearchWord("圣诞 装饰")], {"description_tok": 1.0}, split)
+    word = SearchWord("圣诞装饰", tokens=("圣诞", "装饰"))
+    clauses = keyword_clauses([word], {"description_tok": 1.0})
     assert clauses == [{"match_phrase": {"description_tok": {"query": "圣诞 装饰", "boost": 1.0}}}]
 
 
@@ -91,7 +91,7 @@ HOSTILE = "'); System.exit(0); //\" + params"
 def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> None:
     engine = engine_cls(client=None, settings=Settings(), info={})
     params = QueryParams(agent_id=HOSTILE, user_id=HOSTILE, exclude_ids=[HOSTILE])
-    clauses = keyword_clauses([SearchWord(HOSTILE)], EVENT_FIELDS, split)
+    clauses = keyword_clauses([SearchWord(HOSTILE)], EVENT_FIELDS)
     build = ev.event_body if mode == "fusion" else ev.two_stage_body
     body = build(engine, "user", params, clauses, [0.1] * 4, datetime(2025, 1, 1), False)
     sources, values = [], []
@@ -152,7 +152,7 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
 
 def test_entity_recall_is_one_search_ordered_by_tier_then_time() -> None:
     params = QueryParams(agent_id="a", user_id="u")
-    body = entity_body(params, [SearchWord("画画")], split)
+    body = entity_body(params, [SearchWord("画画")])
     assert body["sort"] == ["_score", {"updatetime": {"order": "desc"}}]
     fs = body["query"]["function_score"]
     weights = [(f["filter"]["terms"]["kind"], f["weight"]) for f in fs["functions"]]
@@ -163,7 +163,7 @@ def test_entity_recall_is_one_search_ordered_by_tier_then_time() -> None:
     # descriptions are searched for tier 2 only, entity names for tier 3 only
     assert "description_tok" in json.dumps(scoped[("用户属性", "用户关系")])
     assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
-    assert entity_body(params, [], split) is None
+    assert entity_body(params, []) is None
 
 
 def test_rrf_rewards_agreement() -> None:

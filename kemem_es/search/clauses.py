@@ -5,7 +5,7 @@ Every word reaches the engine as a query value (term / match_phrase), never as s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,11 @@ class SearchWord:
     word: str
     level: int | None = None
     single_char: bool = False
+    tokens: tuple[str, ...] | None = None  # as the index tokenised it; None: the word itself
+
+    @property
+    def toks(self) -> tuple[str, ...]:
+        return self.tokens if self.tokens is not None else (self.word.lower(),)
 
     @property
     def boost(self) -> float:
@@ -58,15 +63,11 @@ def word_clause(
     if not tokens:
         return None
     if len(tokens) == 1:
-        return {"term": {field: {"value": tokens[0].lower(), "boost": boost}}}
+        return {"term": {field: {"value": tokens[0], "boost": boost}}}
     return {"match_phrase": {field: {"query": " ".join(tokens), "boost": boost}}}
 
 
-def keyword_clauses(
-    words: Sequence[SearchWord],
-    fields: dict[str, float],
-    tokenize: Callable[[str], list[str]],
-) -> list[dict[str, Any]]:
+def keyword_clauses(words: Sequence[SearchWord], fields: dict[str, float]) -> list[dict[str, Any]]:
     """Should-clauses, boost = word weight × field weight.
 
     Base words get one BM25-scored clause per field. Expansions (up to ~100 words) are grouped
@@ -76,7 +77,7 @@ def keyword_clauses(
     clauses: list[dict[str, Any]] = []
     groups: dict[tuple[str, float], list[str]] = {}
     for w in words:
-        tokens = tokenize(w.word)
+        tokens = w.toks
         for field, field_weight in fields.items():
             if w.single_char and field not in KEYWORD_ONLY_FIELDS:
                 continue
@@ -85,7 +86,7 @@ def keyword_clauses(
             boost = round(w.boost * field_weight, 4)
             groupable = field in EXACT_FIELDS or len(tokens) == 1
             if w.level is not None and groupable:
-                value = w.word if field in EXACT_FIELDS else tokens[0].lower()
+                value = w.word if field in EXACT_FIELDS else tokens[0]
                 groups.setdefault((field, boost), []).append(value)
                 continue
             clause = word_clause(field, w, tokens, boost)
@@ -97,10 +98,7 @@ def keyword_clauses(
 
 
 def matched_words(
-    source: dict[str, Any],
-    words: Sequence[SearchWord],
-    fields: Sequence[str],
-    tokenize: Callable[[str], list[str]],
+    source: dict[str, Any], words: Sequence[SearchWord], fields: Sequence[str]
 ) -> list[str]:
     """Which search words a hit matched, read off its stored tokens (what the engine matched
     on), in search-word order: base words first, then expansions by strength."""
@@ -108,7 +106,7 @@ def matched_words(
     tokenised = {f: str(source.get(f) or "").split() for f in fields if f not in EXACT_FIELDS}
     out = []
     for w in words:
-        toks = [t.lower() for t in tokenize(w.word)]
+        toks = list(w.toks)
         searchable = [
             seq
             for f, seq in tokenised.items()

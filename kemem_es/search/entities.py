@@ -9,7 +9,7 @@ stored tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,15 +64,13 @@ SHARED_FIELDS = ("keyword", "keyword_tok")  # searched by every tier
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
 
 
-def entity_body(
-    params: QueryParams, words: Sequence[SearchWord], tokenize: Callable[[str], list[str]]
-) -> dict[str, Any] | None:
+def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
-    should = keyword_clauses(words, shared, tokenize)
+    should = keyword_clauses(words, shared)
     for tier in TIERS:
         extra = {f: w for f, w in tier.fields.items() if f not in SHARED_FIELDS}
-        clauses = keyword_clauses(words, extra, tokenize) if extra else []
+        clauses = keyword_clauses(words, extra) if extra else []
         if clauses:
             should.append(
                 {

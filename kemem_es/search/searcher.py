@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -43,11 +42,6 @@ class Stopwatch:
         self.timings[stage] = round((now - self._last) * 1000, 3)
         self._last = now
 
-    def record(self, stage: str, ms: float) -> None:
-        """A stage timed elsewhere (in parallel); the next lap starts now."""
-        self.timings[stage] = round(ms, 3)
-        self._last = time.perf_counter()
-
     def total(self) -> dict[str, float]:
         self.timings["total"] = round((time.perf_counter() - self._start) * 1000, 3)
         return self.timings
@@ -66,7 +60,6 @@ class Searcher:
         self.tokenizer = tokenizer
         self.expander = expander
         self._counts: dict[str, tuple[float, int]] = {}
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kemem-entities")
         self._names_loaded_at = -NAMES_TTL_S
 
     def warm_up(self) -> None:
@@ -126,11 +119,17 @@ class Searcher:
                 skip=names,
             )
             expanded = [(e.word, e.level) for e in result]
+        plan = [(b.word, None) for b in base] + [(b.word, CONTEXT_LEVEL) for b in ctx]
+        plan += expanded
+        words, taken = [], set()
+        for word, level in plan:
+            if word in taken:
+                continue
+            taken.add(word)
+            # Tokenised once, as the index was: every clause and match check reuses it.
+            toks = tuple(t.lower() for t in self.tokenizer.tokenize(word))
+            words.append(SearchWord(word, level, len(word) == 1, toks))
         clock.lap("expand")
-        words = [SearchWord(b.word, None, b.single_char) for b in base]
-        words += [SearchWord(b.word, CONTEXT_LEVEL, b.single_char) for b in ctx]
-        taken = {w.word for w in words}
-        words += [SearchWord(w, lvl, len(w) == 1) for w, lvl in expanded if w not in taken]
         return base, tokens, expanded, words
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
@@ -156,7 +155,7 @@ class Searcher:
     ) -> list[tuple[Database, dict[str, Any], float, dict[str, float] | None]]:
         """(db, hit, score, signals) best first, after threshold and limit."""
         prefix = self.engine.settings.index_prefix
-        clauses = keyword_clauses(words, EVENT_FIELDS, self.tokenizer.tokenize)
+        clauses = keyword_clauses(words, EVENT_FIELDS)
         mode = params.mode
         searches: list[tuple[str, dict[str, Any]]] = []
         for db in DATABASES:
@@ -228,7 +227,7 @@ class Searcher:
         """Entity hits in tier order, newest first within a tier."""
         if params.entity_limit == 0 or not words:
             return []
-        body = entity_body(params, words, self.tokenizer.tokenize)
+        body = entity_body(params, words)
         if body is None:
             return []
         prefix = self.engine.settings.index_prefix
@@ -240,16 +239,13 @@ class Searcher:
         clock = Stopwatch()
         now = params.now or datetime.now()
         base, tokens, expanded, words = self.words(text, params, clock)
-        # Entities need no embedding: their search runs while the query is embedded and the
-        # events are searched. Each stage keeps its own wall time; total is the real one.
-        entities_job = self._pool.submit(_timed, self.search_entities, params, words)
         # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
         vector = np.round(self.embedder.embed_one(text).astype(float), 5).tolist()
         clock.lap("embed")
         event_hits = self.search_events(params, words, vector, now)
         clock.lap("search_events")
-        entity_hits, entity_ms = entities_job.result()
-        clock.record("search_entities", entity_ms)
+        entity_hits = self.search_entities(params, words)
+        clock.lap("search_entities")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
             for i, (db, hit, score, signals) in enumerate(event_hits)
@@ -291,7 +287,7 @@ class Searcher:
     def _entity_hit(self, i: int, hit: dict, words: Sequence[SearchWord]) -> EntityHit:
         src = hit["_source"]
         tier = TIER_OF_KIND[src["kind"]]
-        matched = matched_words(src, words, list(tier.fields), self.tokenizer.tokenize)
+        matched = matched_words(src, words, list(tier.fields))
         weight = sum(w.boost for w in words if w.word in set(matched))
         out = EntityHit(
             id=i,
@@ -309,12 +305,6 @@ class Searcher:
         )
         out.log = entity_log(out)
         return out
-
-
-def _timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    start = time.perf_counter()
-    result = fn(*args)
-    return result, (time.perf_counter() - start) * 1000
 
 
 def raise_engine_error(resp: dict[str, Any]) -> None:
