@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from kemem_es.ingest.reader import read_jsonl
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 
 RETRY_STATUSES = {429, 502, 503, 504}
+SENDERS = 2
 
 
 class TextEmbedder(Protocol):
@@ -53,6 +55,12 @@ class IndexReport:
     @property
     def docs_per_s(self) -> float:
         return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def merge(self, other: IndexReport) -> None:
+        self.indexed += other.indexed
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.rejected += other.rejected
 
     def summary(self) -> str:
         return (
@@ -109,19 +117,20 @@ class Indexer:
         alias = index_alias(self.engine.settings.index_prefix, db, kind)
         report = IndexReport()
         start = time.perf_counter()
-        # One bulk request in flight while the next batch is tokenised and embedded: the
-        # engine and the client then work at the same time.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-bulk") as sender:
-            pending: Future | None = None
+        # Up to SENDERS bulk requests in flight while the next batch is tokenised and embedded:
+        # the engine indexes each bulk on one thread, so two keep both of its cores busy.
+        with ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="kemem-bulk") as pool:
+            pending: deque[Future] = deque()
             for lo in range(0, len(records), self.batch_size):
                 lines = self._prepare_batch(alias, records[lo : lo + self.batch_size], db, report)
-                if pending is not None:
-                    pending.result()
-                pending = sender.submit(self._bulk, lines, report) if lines else None
+                while len(pending) >= SENDERS:
+                    report.merge(pending.popleft().result())
+                if lines:
+                    pending.append(pool.submit(self._bulk, lines))
                 if on_progress:
                     on_progress(min(lo + self.batch_size, len(records)), len(records))
-            if pending is not None:
-                pending.result()
+            for job in pending:
+                report.merge(job.result())
         self.engine.refresh(alias)
         report.seconds = time.perf_counter() - start
         return report
@@ -179,9 +188,10 @@ class Indexer:
                 out[i] = vec.astype(float).round(6).tolist()
         return out
 
-    def _bulk(self, lines: list[dict], report: IndexReport) -> None:
+    def _bulk(self, lines: list[dict]) -> IndexReport:
         """Bulk with retries for back-pressure; per-item failures are reported, never dropped.
-        Runs on the sender thread: it alone counts indexed/updated (list appends are atomic)."""
+        Runs on a sender thread, so it fills a report of its own for the caller to merge."""
+        out = IndexReport()
         for attempt in range(self.max_retries + 1):
             resp = self.engine.bulk(lines)
             retry: list[dict] = []
@@ -189,16 +199,16 @@ class Indexer:
                 res = item.get("index", {})
                 status = res.get("status", 0)
                 if res.get("result") == "created":
-                    report.indexed += 1
+                    out.indexed += 1
                 elif res.get("result") == "updated":
-                    report.updated += 1
+                    out.updated += 1
                 elif status in RETRY_STATUSES and attempt < self.max_retries:
                     retry += lines[2 * n : 2 * n + 2]
                 else:
                     reason = res.get("error", {}).get("reason", f"status {status}")
-                    report.rejected.append(f"id {res.get('_id')}: {reason}")
+                    out.rejected.append(f"id {res.get('_id')}: {reason}")
             if not retry:
-                return
+                return out
             lines = retry
             time.sleep(0.5 * 2**attempt)
         raise KememError("bulk indexing kept failing after retries")  # pragma: no cover
