@@ -23,6 +23,8 @@ import numpy as np
 
 from bench import scale
 from bench.common import (
+    DBS,
+    KINDS,
     WORK,
     drop_indices,
     engine_settings,
@@ -92,6 +94,27 @@ def load_corpus(km: Any, n: int, seed: int, pool: np.ndarray) -> dict[str, Any]:
             "docs_per_s": round(written / secs, 1) if secs else None,
         }
         print(f"  indexed {db} {kind}: {written} in {secs:.1f}s", file=sys.stderr)
+    return out
+
+
+def force_merge(km: Any, segments: int) -> dict[str, Any]:
+    """Merge each index down to ``segments`` (0: leave them as bulk loading left them). A store
+    that is written continuously sits in between: background merges keep tens of segments."""
+    from kemem_es.engine.templates import index_alias
+
+    out: dict[str, Any] = {"max_num_segments": segments}
+    for db in DBS:
+        for kind in KINDS:
+            alias = index_alias(km.settings.index_prefix, db, kind)
+            if segments:
+                t0 = time.perf_counter()
+                km.engine.client.indices.forcemerge(
+                    index=alias, max_num_segments=segments, request_timeout=3600
+                )
+                out[f"{db}_{kind}_merge_s"] = round(time.perf_counter() - t0, 1)
+            stats = km.engine.client.indices.stats(index=alias, metric="segments")
+            out[f"{db}_{kind}_segments"] = stats["_all"]["primaries"]["segments"]["count"]
+    print(f"  merge: {out}", file=sys.stderr)
     return out
 
 
@@ -179,6 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"scale {n}", file=sys.stderr)
         try:
             entry: dict[str, Any] = {"indexing": load_corpus(km, n, args.seed, pool)}
+            entry["merge"] = force_merge(km, args.merge_segments)
             entry["engine"] = engine_settings(km)
             entry["scenarios"] = measure(km, args)
             entry["engine_after"] = engine_settings(km)
@@ -189,6 +213,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["queries"] = {"measured": args.queries, "warmup": args.warmup, "seed": args.seed}
     result["stamp"] = stamp(km)
     return result
+
+
+def _merge_note(merge: dict[str, Any]) -> str:
+    if not merge:
+        return ""
+    segs = ", ".join(
+        f"{k[:-9]} {v}" for k, v in merge.items() if k.endswith("_segments") and k[0] != "m"
+    )
+    if merge.get("max_num_segments"):
+        secs = sum(v for k, v in merge.items() if k.endswith("_merge_s"))
+        return f"Force-merged to {merge['max_num_segments']} segment(s) in {secs:.0f} s ({segs})."
+    return f"Segments as loaded: {segs}."
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -210,7 +246,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             f"**Scale {int(n):,}** — per db {ix['events_per_db']:,} events + "
             f"{ix['entities_per_db']:,} entities; heavy user holds {ix['heavy_user']:,} events. "
-            f"Bulk with supplied vectors: {bulk}.",
+            f"Bulk with supplied vectors: {bulk}. "
+            f"{_merge_note(entry.get('merge', {}))}",
             "",
             "| scenario | stage | p50 ms | p95 ms | p99 ms |",
             "|---|---|---|---|---|",
@@ -239,6 +276,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument(
+        "--merge-segments",
+        type=int,
+        default=1,
+        help="force-merge each index to this many segments after loading (0: don't)",
+    )
     p.add_argument("--out", type=Path, default=None)
     return p
 

@@ -154,6 +154,7 @@ def report(result: dict[str, Any], profile: str) -> str:
         f"{result['latency']['queries']['measured']} measured queries after "
         f"{result['latency']['queries']['warmup']} warm-up, one client thread for the stage "
         "percentiles; QPS with concurrent client threads in the same process",
+        *[f"- latency command: `{c}`" for c in result["latency"].get("commands", [])],
         "- raw numbers: [results.json](results.json); plot: [latency.png](latency.png)",
         "",
         "## Targets",
@@ -185,6 +186,17 @@ def report(result: dict[str, Any], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several bench.latency results as one: scales merged, the first throughput kept."""
+    merged = dict(runs[0])
+    merged["scales"] = {}
+    for run in runs:
+        merged["scales"].update(run["scales"])
+    merged["throughput"] = next((r["throughput"] for r in runs if r.get("throughput")), None)
+    merged["commands"] = [run["stamp"]["command"] for run in runs]
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = p.add_mutually_exclusive_group(required=True)
@@ -196,6 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--quality-json", type=Path, default=None, help="reuse a bench.memdaily --out result"
     )
+    p.add_argument(
+        "--latency-json",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="reuse bench.latency --out results (their scales are merged)",
+    )
     p.add_argument("--out", type=Path, default=None, help="results dir (default: dated)")
     args = p.parse_args(argv)
     profile = "quick" if args.quick else "full"
@@ -203,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS / f"{date.today().isoformat()}-{profile}"
     out.mkdir(parents=True, exist_ok=True)
 
-    lat_args = latency.parser().parse_args(["--scale", *map(str, args.scale or prof["scales"])])
-    result: dict[str, Any] = {"profile": profile, "latency": latency.run(lat_args)}
+    if args.latency_json:
+        lat = merge_latency([json.loads(f.read_text()) for f in args.latency_json])
+    else:
+        scales = [str(n) for n in args.scale or prof["scales"]]
+        lat = latency.run(latency.parser().parse_args(["--scale", *scales]))
+    result: dict[str, Any] = {"profile": profile, "latency": lat}
     if args.quality_json:
         result["quality"] = json.loads(args.quality_json.read_text())
     else:
