@@ -22,6 +22,24 @@ EXIT_ERROR = 3  # engine, model or setup error
 MAX_PROBLEMS_SHOWN = 20
 
 
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    from elastic_transport import TransportError
+    from elasticsearch import ApiError
+    from opensearchpy.exceptions import OpenSearchException
+
+    return (OpenSearchException, ApiError, TransportError)
+
+
+ENGINE_ERRORS = _engine_errors()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    if "index_not_found" in text:
+        text += " — nothing indexed under this prefix yet: run `kemem-es init` / `kemem-es index`"
+    return text
+
+
 def print_problems(problems: list[str]) -> None:
     for line in problems[:MAX_PROBLEMS_SHOWN]:
         err_console.print(f"  [red]✗[/red] {line}", highlight=False)
@@ -40,6 +58,9 @@ def guarded() -> Iterator[None]:
         raise typer.Exit(EXIT_INVALID) from None
     except KememError as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_ERROR) from None
+    except ENGINE_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
+        err_console.print(f"[red]error:[/red] search engine: {_one_line(exc)}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")

@@ -12,6 +12,7 @@ import numpy as np
 
 from kemem_es.engine.client import Engine
 from kemem_es.engine.templates import index_alias
+from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search import events as ev
@@ -158,44 +159,13 @@ class Searcher:
         clauses = keyword_clauses(words, EVENT_FIELDS)
         mode = params.mode
         searches: list[tuple[str, dict[str, Any]]] = []
+        dbs: list[Database] = []
         for db in DATABASES:
-            alias = index_alias(prefix, db, "events")
-            approx = self._approx(db, params)
-            args = (self.engine, db, params, clauses, vector, now, approx)
-            if mode == "fusion":
-                searches.append((alias, ev.event_body(*args, min_score=params.score_threshold)))
-            elif mode == "bm25":
-                body = ev.event_body(
-                    *args,
-                    weights={"kw": 1.0},
-                    min_score=params.score_threshold,
-                    require_keyword=True,
-                )
-                searches.append((alias, body))
-            elif mode == "vector":
-                searches.append(
-                    (
-                        alias,
-                        ev.event_body(
-                            *args, weights={"vec": 1.0}, min_score=params.score_threshold
-                        ),
-                    )
-                )
-            elif mode == "two_stage":
-                searches.append((alias, ev.two_stage_body(*args)))
-            elif mode == "rrf":
-                window = max(params.limit * 4, 20)
-                searches.append(
-                    (
-                        alias,
-                        ev.event_body(
-                            *args, weights={"kw": 1.0}, size=window, require_keyword=True
-                        ),
-                    )
-                )
-                searches.append((alias, ev.event_body(*args, weights={"vec": 1.0}, size=window)))
+            args = (self.engine, db, params, clauses, vector, now, self._approx(db, params))
+            for body in _mode_bodies(params, args):
+                searches.append((index_alias(prefix, db, "events"), body))
+                dbs.append(db)
         responses = self.engine.msearch(searches)
-        dbs = [db for db in DATABASES for _ in range(2 if mode == "rrf" else 1)]
         ranked: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
         for db, resp in zip(dbs, responses, strict=True):
@@ -288,7 +258,8 @@ class Searcher:
         src = hit["_source"]
         tier = TIER_OF_KIND[src["kind"]]
         matched = matched_words(src, words, list(tier.fields))
-        weight = sum(w.boost for w in words if w.word in set(matched))
+        matched_set = set(matched)
+        weight = sum(w.boost for w in words if w.word in matched_set)
         out = EntityHit(
             id=i,
             kind=src.get("kind", ""),
@@ -307,9 +278,26 @@ class Searcher:
         return out
 
 
-def raise_engine_error(resp: dict[str, Any]) -> None:
-    from kemem_es.errors import EngineUnavailable
+def _mode_bodies(params: QueryParams, args: tuple) -> list[dict[str, Any]]:
+    """The event search bodies of one database for the chosen mode (rrf: one list per signal)."""
+    threshold = params.score_threshold
+    if params.mode == "fusion":
+        return [ev.event_body(*args, min_score=threshold)]
+    if params.mode == "bm25":
+        kw_only = {"kw": 1.0}
+        return [ev.event_body(*args, weights=kw_only, min_score=threshold, require_keyword=True)]
+    if params.mode == "vector":
+        return [ev.event_body(*args, weights={"vec": 1.0}, min_score=threshold)]
+    if params.mode == "two_stage":
+        return [ev.two_stage_body(*args)]
+    window = max(params.limit * 4, 20)
+    return [
+        ev.event_body(*args, weights={"kw": 1.0}, size=window, require_keyword=True),
+        ev.event_body(*args, weights={"vec": 1.0}, size=window),
+    ]
 
+
+def raise_engine_error(resp: dict[str, Any]) -> None:
     err = resp.get("error", {})
     reason = err.get("root_cause", [{}])[0].get("reason") if isinstance(err, dict) else err
     raise EngineUnavailable(f"search failed: {reason or err}")
