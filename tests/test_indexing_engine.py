@@ -182,3 +182,18 @@ def test_cli_index_exit_codes(kemem, tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "line 1: kind" in proc.stderr
     assert "nothing was written" in proc.stderr
+
+
+def test_cli_query_before_anything_is_indexed_says_so(kemem) -> None:
+    import os
+
+    env = dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+    )
+    proc = _cli("query", "你好", "--user", "u1", "--agent", "qiyu", env=env)
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "kemem-es init" in proc.stderr
