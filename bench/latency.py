@@ -112,6 +112,7 @@ def force_merge(km: Any, segments: int) -> dict[str, Any]:
                     index=alias, max_num_segments=segments, request_timeout=3600
                 )
                 out[f"{db}_{kind}_merge_s"] = round(time.perf_counter() - t0, 1)
+            km.engine.refresh(alias)  # searchers see the merged segment only after a refresh
             stats = km.engine.client.indices.stats(index=alias, metric="segments")
             out[f"{db}_{kind}_segments"] = stats["_all"]["primaries"]["segments"]["count"]
     print(f"  merge: {out}", file=sys.stderr)
