@@ -62,6 +62,7 @@ class Searcher:
         self.expander = expander
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
+        self._known_names: set[str] = set()
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
@@ -94,14 +95,19 @@ class Searcher:
             for b in agg["buckets"]
             if 1 < len(b["key"]) <= 12
         }
-        self.tokenizer.add_words(sorted(names))
+        self._add_names(names)
+
+    def _add_names(self, names: set[str] | list[str]) -> None:
+        new = set(names) - self._known_names
+        if new:
+            self.tokenizer.add_words(sorted(new))
+            self._known_names |= new
 
     # -- stages ----------------------------------------------------------------------------
     def words(self, text: str, params: QueryParams, clock: Stopwatch) -> tuple[Any, ...]:
         names = [n for n in (params.user_name, params.agent_name) if n]
         self.learn_names()
-        if names:
-            self.tokenizer.add_words(names)
+        self._add_names(names)
         idf = getattr(self.expander, "idf", None)
         base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer, idf)
         ctx = []
