@@ -30,6 +30,7 @@ DATABASES: tuple[Database, ...] = ("user", "official")
 EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
 NAMES_TTL_S = 300.0
+WORD_CACHE_SIZE = 50_000
 CONTEXT_LEVEL = 4  # words from the previous turns weigh like a mid-level association
 
 
@@ -63,6 +64,7 @@ class Searcher:
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
         self._known_names: set[str] = set()
+        self._word_tokens: dict[str, tuple[str, ...]] = {}
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
@@ -102,6 +104,17 @@ class Searcher:
         if new:
             self.tokenizer.add_words(sorted(new))
             self._known_names |= new
+            self._word_tokens.clear()  # a new dictionary word can change how words split
+
+    def _tokens(self, word: str) -> tuple[str, ...]:
+        """A search word's tokens, as the index has them; lexicon words recur, so cached."""
+        toks = self._word_tokens.get(word)
+        if toks is None:
+            toks = tuple(t.lower() for t in self.tokenizer.tokenize(word))
+            if len(self._word_tokens) >= WORD_CACHE_SIZE:
+                self._word_tokens.clear()
+            self._word_tokens[word] = toks
+        return toks
 
     # -- stages ----------------------------------------------------------------------------
     def words(self, text: str, params: QueryParams, clock: Stopwatch) -> tuple[Any, ...]:
@@ -134,8 +147,7 @@ class Searcher:
                 continue
             taken.add(word)
             # Tokenised once, as the index was: every clause and match check reuses it.
-            toks = tuple(t.lower() for t in self.tokenizer.tokenize(word))
-            words.append(SearchWord(word, level, len(word) == 1, toks))
+            words.append(SearchWord(word, level, len(word) == 1, self._tokens(word)))
         clock.lap("expand")
         return base, tokens, expanded, words
 
