@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -154,3 +155,14 @@ def engine_settings(km: Any) -> dict[str, Any]:
     with contextlib.suppress(Exception):
         out["engine_heap_setting"] = km.settings.engine_heap
     return out
+
+
+def cli_main(parser: Any, run: Any, markdown: Any, argv: Sequence[str] | None = None) -> int:
+    """The shared `python -m bench.X` entry: run, optionally write JSON, print markdown."""
+    args = parser().parse_args(argv)
+    result = run(args)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
+    print(markdown(result))
+    return 0

@@ -11,7 +11,6 @@ indexing stays fast; throughput with embedding is measured on a small slice sepa
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from bench.common import (
     DBS,
     KINDS,
     WORK,
+    cli_main,
     drop_indices,
     engine_settings,
     make_kemem,
@@ -288,13 +288,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    result = run(args)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
-    print(markdown(result))
-    return 0
+    return cli_main(parser, run, markdown, argv)
 
 
 if __name__ == "__main__":

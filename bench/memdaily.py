@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import random
 import sys
 import time
@@ -32,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import WORK, drop_indices, make_kemem, percentiles, stamp
+from bench.common import WORK, cli_main, drop_indices, make_kemem, percentiles, stamp
 from bench.evalset import METRICS, EvalSet, mean_metrics, metrics, source_file
 
 AGENT = "eval"
@@ -271,13 +270,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    result = run(args)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
-    print(markdown(result))
-    return 0
+    return cli_main(parser, run, markdown, argv)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
     fs = rescore["query"]["rescore_query"]["function_score"]
     assert fs["query"]["bool"]["should"] == clauses
     assert "min_score" not in body  # min_score would act before rescoring
-    exact = ev.candidate_query(engine, "user", params, [])
+    exact = ev.candidate_query("user", params, [])
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
 
 

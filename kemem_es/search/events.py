@@ -80,7 +80,6 @@ def signal_functions(
 
 
 def candidate_query(
-    engine: Engine,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -182,7 +181,7 @@ def event_body(
             },
         }
     else:
-        query = candidate_query(engine, db, params, clauses, require_keyword)
+        query = candidate_query(db, params, clauses, require_keyword)
         body["query"] = fused(engine, params, vector, now, weights, query)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score
