@@ -49,72 +49,72 @@ OFFICIAL = [
         keywords=["写生", "日落"],
     )
 ]
+
+
+def ent(
+    id_: str,
+    name: str,
+    etype: str,
+    kind: str,
+    keyword: str,
+    text: str,
+    when: str,
+    user: str | None = U1,
+) -> EntityRecord:
+    return EntityRecord(
+        id=id_,
+        agent_id=A,
+        user_id=user,
+        entity_name=name,
+        entity_type=etype,
+        kind=kind,
+        keyword=keyword,
+        description=text,
+        updatetime=when,
+    )
+
+
 ENTITIES = [
-    EntityRecord(
-        id="t4",
-        agent_id=A,
-        user_id=U1,
-        entity_name="海边",
-        entity_type="具体实体",
-        kind="记忆画面",
-        keyword="画画",
-        description="木木记得在海边画画的下午",
-        updatetime="2025-01-01 10:00:00",
+    ent(
+        "t4",
+        "海边",
+        "具体实体",
+        "记忆画面",
+        "画画",
+        "木木记得在海边画画的下午",
+        "2025-01-01 10:00:00",
     ),
-    EntityRecord(
-        id="t2-old",
-        agent_id=A,
-        user_id=U1,
-        entity_name="木木",
-        entity_type="客体",
-        kind="用户属性",
-        keyword="兴趣",
-        description="木木喜欢画画",
-        updatetime="2023-01-01 10:00:00",
+    ent("t2-old", "木木", "客体", "用户属性", "兴趣", "木木喜欢画画", "2023-01-01 10:00:00"),
+    ent(
+        "t2-new",
+        "木木",
+        "客体",
+        "用户属性",
+        "兴趣",
+        "木木最近又开始画画了，用的是水彩",
+        "2025-03-01 10:00:00",
     ),
-    EntityRecord(
-        id="t2-new",
-        agent_id=A,
-        user_id=U1,
-        entity_name="木木",
-        entity_type="客体",
-        kind="用户属性",
-        keyword="兴趣",
-        description="木木最近又开始画画了，用的是水彩",
-        updatetime="2025-03-01 10:00:00",
+    ent(
+        "t1",
+        "祁煜",
+        "主体",
+        "与主体和客体的关系",
+        "画画",
+        "祁煜是教木木画画的朋友",
+        "2024-01-01 10:00:00",
     ),
-    EntityRecord(
-        id="t1",
-        agent_id=A,
-        user_id=U1,
-        entity_name="祁煜",
-        entity_type="主体",
-        kind="与主体和客体的关系",
-        keyword="画画",
-        description="祁煜是教木木画画的朋友",
-        updatetime="2024-01-01 10:00:00",
+    ent(
+        "t3",
+        "画画",
+        "泛化实体",
+        "特殊实体属性",
+        "爱好",
+        "祁煜认为画画是和世界对话的方式",
+        "2020-01-01 10:00:00",
+        user=None,
     ),
-    EntityRecord(
-        id="t3",
-        agent_id=A,
-        user_id=None,
-        entity_name="画画",
-        entity_type="泛化实体",
-        kind="特殊实体属性",
-        keyword="爱好",
-        description="祁煜认为画画是和世界对话的方式",
-        updatetime="2020-01-01 10:00:00",
-    ),
-    EntityRecord(
-        id="t2-u2",
-        agent_id=A,
-        user_id=U2,
-        entity_name="小雨",
-        entity_type="客体",
-        kind="用户属性",
-        keyword="兴趣",
-        description="小雨喜欢画画",
-        updatetime="2025-05-01 10:00:00",
+    ent(
+        "t2-u2", "小雨", "客体", "用户属性", "兴趣", "小雨喜欢画画", "2025-05-01 10:00:00", user=U2
     ),
 ]
 
