@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"scales": {}}
     km = None
     if not args.no_throughput:
-        result["throughput"] = throughput(args.seed)
+        result["throughput"] = throughput(args.seed, args.throughput_docs)
     for n in args.scale:
         km = make_kemem(f"bench-lat-{n}")
         drop_indices(km)
@@ -270,12 +270,13 @@ def markdown(result: dict[str, Any]) -> str:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scale", type=int, nargs="+", default=[10_000])
+    p.add_argument("--scale", type=int, nargs="*", default=[10_000], help="none: throughput only")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-throughput", action="store_true")
+    p.add_argument("--throughput-docs", type=int, default=5000, help="size of the indexing slice")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
     p.add_argument(
         "--merge-segments",
