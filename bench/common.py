@@ -152,8 +152,6 @@ def engine_settings(km: Any) -> dict[str, Any]:
         node = next(iter(stats["nodes"].values()))
         out["heap_max_mb"] = round(node["jvm"]["mem"]["heap_max_in_bytes"] / 2**20)
         out["heap_used_mb"] = round(node["jvm"]["mem"]["heap_used_in_bytes"] / 2**20)
-    with contextlib.suppress(Exception):
-        out["engine_heap_setting"] = km.settings.engine_heap
     return out
 
 

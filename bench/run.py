@@ -188,7 +188,9 @@ def report(result: dict[str, Any], profile: str) -> str:
 
 def merge_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Several bench.latency results as one: scales merged, the first throughput kept."""
-    merged = dict(runs[0])
+    # Stamp and query settings from the last run that measured queries (a throughput-only run
+    # has no engine stamp).
+    merged = dict(next((r for r in reversed(runs) if r["scales"]), runs[-1]))
     merged["scales"] = {}
     for run in runs:
         merged["scales"].update(run["scales"])
