@@ -257,3 +257,12 @@ def test_approximate_path_unions_ann_and_keyword_candidates(km) -> None:
     exact_scores = {e.index: e.score for e in exact.memory_events}
     for e in resp.memory_events:
         assert e.score == pytest.approx(exact_scores[e.index], abs=1e-4)
+
+
+def test_one_character_base_words_search_but_are_not_expanded(km) -> None:
+    lexicon = Lexicon.from_mapping({"吃": [("好吃", 7)], "火锅": [("麻辣", 6)]})
+    km.expander = Expander(lexicon, km.tokenizer)
+    info = q(km, "想吃，火锅").additional_info
+    assert "吃" in info.base_words
+    assert {"麻辣": 6} in info.expanded_words
+    assert {"好吃": 7} not in info.expanded_words

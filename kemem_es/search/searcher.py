@@ -130,9 +130,12 @@ class Searcher:
             ctx = [b for b in ctx_words if b.word not in seen]
         clock.lap("tokenise")
         expanded: list[tuple[str, int]] = []
-        if params.expand and params.max_words > 0 and base:
+        # Expansion policy: one-character base words still search (keyword fields only) but
+        # are not expanded; their associations (吃 → 好吃, 嘴馋) are mostly noise.
+        targets = [b.word for b in base if not b.single_char]
+        if params.expand and params.max_words > 0 and targets:
             result = self.expander.expand_words(
-                [b.word for b in base],
+                targets,
                 max_words=params.max_words,
                 strategy=params.strategy,
                 filter_levels=params.filter_levels,
