@@ -185,22 +185,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["index_pooled"] = index_all(km, pooled, "pooled-by-file")
         modes = [m for m in MODES if not args.modes or m in args.modes]
         qs = sample(es.queries, args.limit_queries)
-        result["per_namespace"] = {}
-        for name in modes:
-            mode, expand = MODES[name]
-            r = run_mode(km, es, qs, mode, expand, False, args.workers)
-            result["per_namespace"][name] = r
-            print(f"  per-namespace {name:16s} {_line(r)}", file=sys.stderr)
+
+        def all_modes(queries: list, pooled: bool, label: str) -> dict[str, Any]:
+            out = {}
+            for name in modes:
+                mode, expand = MODES[name]
+                out[name] = run_mode(km, es, queries, mode, expand, pooled, args.workers)
+                print(f"  {label:13s} {name:16s} {_line(out[name])}", file=sys.stderr)
+            return out
+
+        result["per_namespace"] = all_modes(qs, False, "per-namespace")
         if not args.no_pooled:
             pq = [q for q in es.queries if source_file(q["namespace"]) in pooled_files]
             pq = sample(pq, args.pooled_limit_queries or args.limit_queries, seed=1)
             result["pooled_files"] = sorted(pooled_files)
-            result["pooled"] = {}
-            for name in modes:
-                mode, expand = MODES[name]
-                r = run_mode(km, es, pq, mode, expand, True, args.workers)
-                result["pooled"][name] = r
-                print(f"  pooled        {name:16s} {_line(r)}", file=sys.stderr)
+            result["pooled"] = all_modes(pq, True, "pooled")
     finally:
         if not args.keep:
             drop_indices(km)
