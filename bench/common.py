@@ -129,7 +129,7 @@ def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
 
 def drop_indices(km: Any) -> None:
     """Delete the four indices and templates of ``km``'s prefix (and nothing else)."""
-    from kemem_es.engine.templates import index_alias
+    from kemem_es.store.layout import index_alias
 
     engine = km.engine
     prefix = engine.settings.index_prefix

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from bench.common import drop_indices, make_kemem, stage_table, stamp
-from kemem_es.api import DEMO_FILES, demo_path
+from kemem_es.kemem import DEMO_FILES, demo_path
 
 PAIRS = [
     ("u_mumu", "qiyu"),

@@ -100,7 +100,7 @@ def load_corpus(km: Any, n: int, seed: int, pool: np.ndarray) -> dict[str, Any]:
 def force_merge(km: Any, segments: int) -> dict[str, Any]:
     """Merge each index down to ``segments`` (0: leave them as bulk loading left them). A store
     that is written continuously sits in between: background merges keep tens of segments."""
-    from kemem_es.engine.templates import index_alias
+    from kemem_es.store.layout import index_alias
 
     out: dict[str, Any] = {"max_num_segments": segments}
     for db in DBS:

@@ -1,7 +1,7 @@
 """kemem-es: memory retrieval for Chinese companion chat on Elasticsearch / OpenSearch."""
 
-from kemem_es.api import Kemem
 from kemem_es.config import Settings
+from kemem_es.kemem import Kemem
 from kemem_es.models import EntityRecord, EventRecord
 
 __all__ = ["EntityRecord", "EventRecord", "Kemem", "Settings"]

@@ -1,4 +1,9 @@
-"""Errors the CLI turns into one clear line (and a non-zero exit) instead of a traceback."""
+"""One error tree. Client-library errors are translated once, at the store/engine seam, so
+callers only ever see a :class:`KememError` whose message is meant for a person as is."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 class KememError(Exception):
@@ -18,8 +23,35 @@ class MappingConflict(KememError):
 
 
 class InvalidInput(KememError):
-    """Input records failed validation; ``problems`` names each line and field."""
+    """Input failed validation; nothing was written. ``problems`` names each record and field,
+    ``field`` the one field at fault when there is a single one."""
 
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, problems: list[str] | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.problems = problems or []
+        self.field = field
+
+
+class NotFound(KememError):
+    """No memory with this id in this scope (another scope's memory is reported the same way)."""
+
+
+class WriteInterrupted(EngineUnavailable):
+    """A multi-batch write stopped part-way; ``written`` says how far it got. Re-running the
+    same import resumes: what was written is recognised as unchanged."""
+
+    def __init__(self, message: str, written: int) -> None:
+        super().__init__(message)
+        self.written = written
+
+
+def invalid_options(exc: ValidationError) -> InvalidInput:
+    """A pydantic error on call options as one InvalidInput naming the first bad option."""
+    errs = exc.errors()
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in errs]
+    field = ".".join(str(p) for p in errs[0]["loc"]) if errs else None
+    if errs and errs[0]["type"] == "extra_forbidden":
+        problems[0] = f"{field}: unknown option"
+    return InvalidInput(problems[0] if problems else str(exc), problems, field=field)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+import math
+import re
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -31,59 +35,150 @@ EntityKind = Literal[
     "记忆画面",
 ]
 
+MAX_ID_BYTES = 200
+MAX_TERM_BYTES = 4096  # keyword-typed values; Lucene refuses a term over 32,766 bytes
+MAX_TEXT_CHARS = 20_000
+MAX_STRENGTH = 1e6  # strength is a float32 in the engine; far above any real reinforcement
+MAX_METADATA_KEYS = 32
+MIN_YEAR, MAX_YEAR = 1000, 9999  # the engine's date formats need a four-digit year
+META_KEY = re.compile(r"^[A-Za-z0-9_\-\u4e00-\u9fff]{1,64}$")
+DATE_TEXT = re.compile(
+    r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:?\d{2})?)?$"
+)
+
+MetaScalar = str | bool | int | float
+MetaValue = MetaScalar | list[MetaScalar]
+
+
+def _utf8_at_most(limit: int) -> Any:
+    def check(v: str | None) -> str | None:
+        if v is not None and len(v.encode()) > limit:
+            raise ValueError(f"is {len(v.encode())} bytes in UTF-8; at most {limit} allowed")
+        if v is not None and any(ord(c) < 32 for c in v):
+            raise ValueError("must not contain control characters")
+        return v
+
+    return AfterValidator(check)
+
+
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-ScopeId = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+Text = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT_CHARS)
+]
+OptText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_TEXT_CHARS)]
+Term = Annotated[str, StringConstraints(strip_whitespace=True), _utf8_at_most(MAX_TERM_BYTES)]
+NonEmptyTerm = Annotated[Term, StringConstraints(min_length=1)]
+ScopeId = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1), _utf8_at_most(MAX_ID_BYTES)
+]
+MemoryId = ScopeId
+
+
+def parse_time(v: Any) -> Any:
+    """Dates must be written as dates: ``2025-06-01``, ``2025-06-01 12:00[:00]`` or ISO 8601
+    with an optional offset. Bare numbers (20250601, -1) would be read as Unix seconds, so they
+    are refused rather than guessed."""
+    if v is None or isinstance(v, datetime):
+        return v
+    if isinstance(v, date):
+        return datetime(v.year, v.month, v.day)
+    if isinstance(v, bool | int | float):
+        raise ValueError("give a date string like 2025-06-01 12:00:00 (numbers are ambiguous)")
+    if isinstance(v, str):
+        text = v.strip()
+        if not DATE_TEXT.match(text):
+            raise ValueError(
+                "not a date: use YYYY-MM-DD, YYYY-MM-DD HH:MM:SS or ISO 8601 with an offset"
+            )
+        if len(text) == 10:
+            text += "T00:00:00"
+        return text
+    raise ValueError("not a date")
+
+
+def check_year(v: datetime | None) -> datetime | None:
+    if v is not None and not MIN_YEAR <= v.year <= MAX_YEAR:
+        raise ValueError(f"year {v.year} is outside {MIN_YEAR}–{MAX_YEAR}")
+    return v
+
+
+Time = Annotated[datetime, BeforeValidator(parse_time), AfterValidator(check_year)]
+
+
+def check_metadata(v: dict[str, Any]) -> dict[str, Any]:
+    """Flat keys → a scalar or a list of scalars: what the typed metadata fields can hold."""
+    if len(v) > MAX_METADATA_KEYS:
+        raise ValueError(f"{len(v)} keys; at most {MAX_METADATA_KEYS}")
+    for key, value in v.items():
+        if not META_KEY.match(key):
+            raise ValueError(f"key {key!r}: use 1–64 letters, digits, _ or - (no dots)")
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"{key}: numbers must be finite")
+            if isinstance(item, str) and len(item.encode()) > MAX_TERM_BYTES:
+                raise ValueError(f"{key}: a value over {MAX_TERM_BYTES} bytes")
+            if isinstance(item, int) and not isinstance(item, bool) and abs(item) > 2**53:
+                raise ValueError(f"{key}: integer beyond ±2^53 (not exact as a number)")
+    return v
+
+
+def check_vector(v: list[float] | None) -> list[float] | None:
+    if v is None:
+        return v
+    if not v:
+        raise ValueError("is empty")
+    if not all(math.isfinite(x) for x in v):
+        raise ValueError("has NaN or infinite values")
+    if not any(x != 0 for x in v):
+        raise ValueError("is all zeros (no direction: cosine similarity is undefined)")
+    return v
 
 
 class _Record(BaseModel):
-    """Fields shared by every memory: scope, names, strength."""
+    """Fields shared by every memory: scope, names, strength.
+
+    Everything the engine would refuse is refused here, naming the field, so a file that
+    validates is written whole."""
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
-    id: ScopeId | None = None
+    id: MemoryId | None = None
     agent_id: ScopeId
     user_id: ScopeId | None = None
-    user_name: str | None = None
-    agent_name: str | None = None
-    session_id: str | None = None
-    strength: float = Field(default=0.0, ge=0)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    vector: list[float] | None = Field(
+    user_name: Term | None = None
+    agent_name: Term | None = None
+    session_id: Term | None = None
+    strength: float = Field(default=0.0, ge=0, le=MAX_STRENGTH, allow_inf_nan=False)
+    metadata: Annotated[dict[str, MetaValue], AfterValidator(check_metadata)] = Field(
+        default_factory=dict
+    )
+    vector: Annotated[list[float] | None, AfterValidator(check_vector)] = Field(
         default=None, description="a precomputed embedding; when absent the indexer embeds"
     )
 
-    def check_scope(self, db: Database) -> None:
-        """User memories belong to one user; official ones are shared by all users of the agent."""
-        if db == "user" and not self.user_id:
-            raise ValueError("user_id: required for the user database")
-        if db == "official" and self.user_id:
-            raise ValueError(
-                "user_id: must be empty for the official database (shared by all users)"
-            )
-
     def content_key(self) -> dict[str, Any]:
-        """What identifies a record when it has no id of its own (scope + content)."""
+        """What identifies a record when it has no id of its own (its content)."""
         raise NotImplementedError
 
-    def doc_id(self, db: Database) -> str:
-        """Deterministic: own id, else a hash of scope + content, so re-runs never duplicate."""
+    def memory_id(self) -> str:
+        """The caller's id, else a hash of the content: re-importing a record without an id
+        finds the same memory instead of adding a second one."""
         if self.id:
             return self.id
-        key = {"db": db, "agent_id": self.agent_id, "user_id": self.user_id, **self.content_key()}
-        digest = hashlib.sha1(json.dumps(key, ensure_ascii=False, sort_keys=True).encode())
-        return digest.hexdigest()
+        key = json.dumps(self.content_key(), ensure_ascii=False, sort_keys=True)
+        return "h" + hashlib.sha1(key.encode()).hexdigest()[:24]
 
 
 class EventRecord(_Record):
     """事件记忆: a summarised episode with time, place and keywords."""
 
-    description: NonEmpty
-    deepinsight: str = ""
-    keywords: list[NonEmpty] = Field(default_factory=list)
-    place: str = ""
-    scene: str = ""
-    created_at: datetime | None = None
-    updatetime: datetime | None = None
+    description: Text
+    deepinsight: OptText = ""
+    keywords: list[NonEmptyTerm] = Field(default_factory=list, max_length=100)
+    place: Term = ""
+    scene: Term = ""
+    created_at: Time | None = None
+    updatetime: Time | None = None
 
     @field_validator("keywords", mode="before")
     @classmethod
@@ -112,16 +207,19 @@ class EventRecord(_Record):
     def content_key(self) -> dict[str, Any]:
         return {"description": self.description, "created_at": self.event_time.isoformat()}
 
+    def text(self) -> str:
+        return self.description
+
 
 class EntityRecord(_Record):
     """实体记忆: an attribute, relation or impression of an entity."""
 
-    entity_name: NonEmpty
+    entity_name: NonEmptyTerm
     entity_type: EntityType
     kind: EntityKind
-    keyword: str = ""
-    description: NonEmpty
-    updatetime: datetime
+    keyword: Term = ""
+    description: Text
+    updatetime: Time
 
     def content_key(self) -> dict[str, Any]:
         return {
@@ -129,6 +227,9 @@ class EntityRecord(_Record):
             "kind": self.kind,
             "description": self.description,
         }
+
+    def text(self) -> str:
+        return self.description
 
 
 MemoryRecord = EventRecord | EntityRecord

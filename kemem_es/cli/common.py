@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import typer
 from rich.console import Console
 
+from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
 from kemem_es.errors import InvalidInput, KememError
 
 console = Console()
@@ -20,24 +21,6 @@ EXIT_INVALID = 2  # invalid input: nothing written
 EXIT_ERROR = 3  # engine, model or setup error
 
 MAX_PROBLEMS_SHOWN = 20
-
-
-def _engine_errors() -> tuple[type[BaseException], ...]:
-    from elastic_transport import TransportError
-    from elasticsearch import ApiError
-    from opensearchpy.exceptions import OpenSearchException
-
-    return (OpenSearchException, ApiError, TransportError)
-
-
-ENGINE_ERRORS = _engine_errors()
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())[:300] or type(exc).__name__
-    if "index_not_found" in text:
-        text += " — nothing indexed under this prefix yet: run `kemem-es init` / `kemem-es index`"
-    return text
 
 
 def print_problems(problems: list[str]) -> None:
@@ -59,9 +42,24 @@ def guarded() -> Iterator[None]:
     except KememError as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None
-    except ENGINE_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
-        err_console.print(f"[red]error:[/red] search engine: {_one_line(exc)}", highlight=False)
+    except CLIENT_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
+        err_console.print(
+            f"[red]error:[/red] search engine: {describe_client_error(exc)}", highlight=False
+        )
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
+
+
+@contextmanager
+def options_named(names: dict[str, str]) -> Iterator[None]:
+    """Name the command-line option (``--limit``) in an invalid-option error, not the field."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if not exc.field:
+            raise
+        option = names.get(exc.field, "--" + exc.field.replace("_", "-"))
+        detail = str(exc).split(": ", 1)[-1]
+        raise InvalidInput(f"option {option}: {detail}", field=exc.field) from None

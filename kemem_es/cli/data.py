@@ -8,9 +8,11 @@ from typing import Literal
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from kemem_es.api import DEMO_FILES, Kemem, demo_path
 from kemem_es.cli.common import EXIT_PARTIAL, console, err_console, guarded, print_problems
-from kemem_es.ingest import IndexReport
+from kemem_es.cli.memory import _confirm
+from kemem_es.kemem import DEMO_FILES, Kemem, demo_path
+from kemem_es.store.bulk import IndexReport
+from kemem_es.store.layout import all_aliases
 
 ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
 VariantOpt = typer.Option(None, "--variant", help="int8 or fp32 (KEMEM_MODEL_VARIANT)")
@@ -22,13 +24,50 @@ def _kemem(model_dir: Path | None, variant: str | None) -> Kemem:
 
 def init(
     recreate: bool = typer.Option(False, help="delete and re-create the indices (loses data)"),
+    yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before --recreate deletes"),
     model_dir: Path | None = ModelDirOpt,
     variant: str | None = VariantOpt,
 ) -> None:
     """Install the index templates and indices (idempotent; refuses incompatible mappings)."""
     with guarded():
-        for res in _kemem(model_dir, variant).init(recreate=recreate):
+        km = _kemem(model_dir, variant)
+        if recreate:
+            prefix = km.settings.index_prefix
+            n = sum(km.engine.count(a) for a in all_aliases(prefix) if km.engine.index_exists(a))
+            what = f"memories of every agent and user under the prefix {prefix!r}, and history"
+            if n and not _confirm(n, what, yes):
+                console.print("nothing deleted")
+                raise typer.Exit(1)
+        for res in km.init(recreate=recreate):
             console.print(f"{res.alias} → {res.index}: {res.action}")
+
+
+def migrate(
+    drop_old: bool = typer.Option(False, "--drop-old", help="delete the old indices after"),
+    model_dir: Path | None = ModelDirOpt,
+    variant: str | None = VariantOpt,
+) -> None:
+    """Copy indices written by an older kemem-es (global ids) into the per-scope id layout.
+    Does nothing when there is nothing to migrate."""
+    from kemem_es.store.migrate import migrate as run_migration
+
+    with guarded():
+        km = _kemem(model_dir, variant)
+        reports = run_migration(km.engine, km.embedder.dim, drop_old=drop_old)
+        if not reports:
+            console.print("nothing to migrate")
+        for rep in reports:
+            console.print(
+                f"{rep.alias}: {rep.old_index} → {rep.new_index}, {rep.copied} copied"
+                + (", old index deleted" if rep.dropped_old else ", old index kept"),
+                highlight=False,
+            )
+            if rep.skipped:
+                err_console.print(
+                    f"  {len(rep.skipped)} document(s) break the scope rule and stayed in "
+                    f"{rep.old_index}:"
+                )
+                print_problems(rep.skipped)
 
 
 def _with_progress(label: str, run: object) -> IndexReport:
@@ -92,5 +131,6 @@ def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt)
 
 def register(app: typer.Typer) -> None:
     app.command()(init)
+    app.command()(migrate)
     app.command()(index)
     app.command()(demo)

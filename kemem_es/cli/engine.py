@@ -9,8 +9,8 @@ from kemem_es.cli.common import console, guarded
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import LocalEngine
-from kemem_es.engine.templates import DATABASES, KINDS, index_alias
 from kemem_es.errors import EngineUnavailable
+from kemem_es.store.layout import DATABASES, KINDS, index_alias
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
 

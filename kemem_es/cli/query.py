@@ -9,8 +9,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from kemem_es.api import Kemem
-from kemem_es.cli.common import console, guarded
+from kemem_es.cli.common import console, guarded, options_named
+from kemem_es.kemem import Kemem
 from kemem_es.search.response import QueryResponse
 
 
@@ -52,6 +52,14 @@ def _table(resp: QueryResponse, explain: bool) -> None:
     )
 
 
+OPTION_NAMES = {
+    "score_threshold": "--threshold",
+    "user_id": "--user",
+    "agent_id": "--agent",
+    "exclude_ids": "--exclude",
+}
+
+
 def query(
     text: str = typer.Argument(..., help="the user's utterance"),
     user: str = typer.Option(..., "--user", help="user_id"),
@@ -74,7 +82,7 @@ def query(
     model_dir: Path | None = typer.Option(None, "--model-dir", help="KEMEM_MODEL_DIR"),
 ) -> None:
     """Recall events and entities for an utterance from the user's and the official memories."""
-    with guarded():
+    with guarded(), options_named(OPTION_NAMES):
         km = Kemem(model_dir=model_dir)
         resp = km.query(
             text,

@@ -9,17 +9,49 @@ from __future__ import annotations
 import json
 import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from kemem_es.config import Settings
-from kemem_es.errors import EngineUnavailable
+from kemem_es.errors import EngineUnavailable, KememError
+
+
+def _client_errors() -> tuple[type[BaseException], ...]:
+    from elastic_transport import TransportError
+    from elasticsearch import ApiError
+    from opensearchpy.exceptions import OpenSearchException
+
+    return (OpenSearchException, ApiError, TransportError)
+
+
+CLIENT_ERRORS = _client_errors()
+
+
+def describe_client_error(exc: BaseException) -> str:
+    """One line for a client-library error (no traceback, no request body)."""
+    text = " ".join(str(exc).split())[:300] or type(exc).__name__
+    if "index_not_found" in text:
+        text += " — nothing indexed under this prefix yet: run `kemem-es init` / `kemem-es index`"
+    return text
+
+
+@contextmanager
+def engine_errors(doing: str) -> Iterator[None]:
+    """Translate either client's exceptions into EngineUnavailable, once, at the seam."""
+    try:
+        yield
+    except KememError:
+        raise
+    except CLIENT_ERRORS as exc:
+        raise EngineUnavailable(f"{doing}: {describe_client_error(exc)}") from exc
 
 
 class Engine(ABC):
     """A connected cluster of one dialect. Subclasses hold the official client."""
 
     dialect: str
+    _excludes_kw: str
 
     def __init__(self, client: Any, settings: Settings, info: dict[str, Any]) -> None:
         self.client = client
@@ -86,6 +118,10 @@ class Engine(ABC):
     def delete_index(self, index: str) -> None:
         self.client.indices.delete(index=index, ignore_unavailable=True)
 
+    @abstractmethod
+    def update_aliases(self, actions: list[dict[str, Any]]) -> None:
+        """Alias changes applied atomically."""
+
     def refresh(self, index: str) -> None:
         self.client.indices.refresh(index=index)
 
@@ -96,14 +132,19 @@ class Engine(ABC):
     def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
         return dict(self.client.count(index=index, body=body))
 
-    def get(self, index: str, doc_id: str) -> dict[str, Any] | None:
-        """The document, or None when it does not exist."""
+    def get(self, index: str, doc_id: str, excludes: Sequence[str] = ()) -> dict[str, Any] | None:
+        """The document (real-time: no refresh needed), or None when it does not exist."""
         try:
-            return dict(self.client.get(index=index, id=doc_id))
+            kw = {self._excludes_kw: list(excludes)} if excludes else {}
+            return dict(self.client.get(index=index, id=doc_id, **kw))
         except Exception as exc:  # each client raises its own NotFoundError
             if status_of(exc) == 404:
                 return None
             raise
+
+    @abstractmethod
+    def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
+        """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
 
 
 def status_of(exc: Exception) -> int | None:
@@ -117,6 +158,7 @@ def status_of(exc: Exception) -> int | None:
 
 class OpenSearchEngine(Engine):
     dialect = "opensearch"
+    _excludes_kw = "_source_excludes"
 
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
         # knn_score with cosinesimil scores (1 + cos) / 2 on 2.19 (lucene-style normalisation).
@@ -159,12 +201,22 @@ class OpenSearchEngine(Engine):
     def create_index(self, index: str, body: dict[str, Any]) -> None:
         self.client.indices.create(index=index, body=body)
 
+    def update_aliases(self, actions: list[dict[str, Any]]) -> None:
+        self.client.indices.update_aliases(body={"actions": actions})
+
+    def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
+        resp = self.client.delete_by_query(
+            index=index, body=body, refresh=True, conflicts="proceed"
+        )
+        return int(resp.get("deleted", 0))
+
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, body=body)
 
 
 class ElasticsearchEngine(Engine):
     dialect = "elasticsearch"
+    _excludes_kw = "source_excludes"
 
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
         return {
@@ -205,6 +257,15 @@ class ElasticsearchEngine(Engine):
 
     def create_index(self, index: str, body: dict[str, Any]) -> None:
         self.client.indices.create(index=index, **body)
+
+    def update_aliases(self, actions: list[dict[str, Any]]) -> None:
+        self.client.indices.update_aliases(actions=actions)
+
+    def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
+        resp = self.client.delete_by_query(
+            index=index, query=body["query"], refresh=True, conflicts="proceed"
+        )
+        return int(resp.get("deleted", 0))
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, **body)

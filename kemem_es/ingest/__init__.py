@@ -1,6 +1,5 @@
-"""Write path: validate records, turn them into engine documents, bulk-index them."""
+"""Reading input files: JSONL decoded and validated line by line (writing is the store's)."""
 
-from kemem_es.ingest.indexer import Indexer, IndexReport
 from kemem_es.ingest.reader import read_jsonl
 
-__all__ = ["IndexReport", "Indexer", "read_jsonl"]
+__all__ = ["read_jsonl"]

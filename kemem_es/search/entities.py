@@ -15,6 +15,8 @@ from typing import Any
 
 from kemem_es.search.clauses import SearchWord, keyword_clauses
 from kemem_es.search.params import QueryParams
+from kemem_es.store.filters import compile_filters
+from kemem_es.store.scope import any_of, query_scopes
 
 SOURCE_EXCLUDES = ["vector", "metadata"]  # the *_tok fields tell which words matched
 
@@ -42,22 +44,7 @@ TIERS: tuple[Tier, ...] = (
 
 def entity_scope(agent_id: str, user_id: str) -> list[dict[str, Any]]:
     """This user's entities plus the agent's official (shared) ones."""
-    return [
-        {"term": {"agent_id": agent_id}},
-        {
-            "bool": {
-                "should": [
-                    {
-                        "bool": {
-                            "filter": [{"term": {"db": "user"}}, {"term": {"user_id": user_id}}]
-                        }
-                    },
-                    {"term": {"db": "official"}},
-                ],
-                "minimum_should_match": 1,
-            }
-        },
-    ]
+    return [any_of(list(query_scopes(agent_id, user_id)))]
 
 
 SHARED_FIELDS = ("keyword", "keyword_tok")  # searched by every tier
@@ -86,13 +73,14 @@ def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, A
     query: dict[str, Any] = {
         "filter": [
             *entity_scope(params.agent_id, params.user_id),
+            *compile_filters(params.filters),
             {"terms": {"kind": list(TIER_OF_KIND)}},
         ],
         "should": should,
         "minimum_should_match": 1,
     }
     if params.exclude_ids:
-        query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
+        query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
     tier_weight = [
         {"filter": {"terms": {"kind": list(t.kinds)}}, "weight": float(len(TIERS) + 1 - t.rank)}
         for t in TIERS

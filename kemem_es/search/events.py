@@ -15,6 +15,8 @@ from typing import Any
 from kemem_es.engine.client import Engine
 from kemem_es.models import Database
 from kemem_es.search.params import QueryParams
+from kemem_es.store.filters import compile_filters
+from kemem_es.store.scope import Scope
 
 VECTOR_FIELD = "vector"
 TIME_FIELD = "event_time"
@@ -31,10 +33,19 @@ ANN_BOOST = 1000.0  # ANN neighbours sort ahead of keyword-only candidates in th
 
 
 def scope_filters(db: Database, agent_id: str, user_id: str) -> list[dict[str, Any]]:
-    """User memories are per (agent, user); official ones are shared by the agent's users."""
-    if db == "user":
-        return [{"term": {"agent_id": agent_id}}, {"term": {"user_id": user_id}}]
-    return [{"term": {"agent_id": agent_id}}, {"term": {"db": "official"}}]
+    """User memories are per (agent, user); official ones are shared by the agent's users
+    (the rule itself lives in the store's Scope)."""
+    return Scope.of(agent_id=agent_id, user_id=user_id if db == "user" else None, db=db).filters()
+
+
+def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:
+    """The scope plus the caller's filters: every candidate, ANN ones included, obeys both."""
+    return scope_filters(db, params.agent_id, params.user_id) + compile_filters(params.filters)
+
+
+def exclusion(params: QueryParams) -> list[dict[str, Any]]:
+    """Memories already shown (the caller's ids, as returned in each hit's ``index``)."""
+    return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids else []
 
 
 def signal_functions(
@@ -88,11 +99,11 @@ def candidate_query(
     """Exact path: every memory in scope is a candidate (so keyword-only and vector-only hits
     both surface), the keyword clauses only add their BM25."""
     query: dict[str, Any] = {
-        "filter": scope_filters(db, params.agent_id, params.user_id),
+        "filter": request_filters(db, params),
         "should": list(clauses),
     }
     if params.exclude_ids:
-        query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
+        query["must_not"] = exclusion(params)
     if require_keyword:
         query["minimum_should_match"] = 1
     return {"bool": query}
@@ -108,7 +119,7 @@ def window_query(
 ) -> tuple[dict[str, Any], int]:
     """Approximate path, first phase: the union of the ANN neighbours (boosted so that all of
     them sort first) and the best keyword matches. Returns the query and its window size."""
-    filters = scope_filters(db, params.agent_id, params.user_id)
+    filters = request_filters(db, params)
     should = list(clauses)
     window = params.kw_window if clauses else 0
     if use_ann:
@@ -117,7 +128,7 @@ def window_query(
         window += params.ann_k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
     if params.exclude_ids:
-        query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
+        query["must_not"] = exclusion(params)
     return {"bool": query}, max(window, params.limit)
 
 

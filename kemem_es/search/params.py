@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Mode = Literal["fusion", "bm25", "vector", "rrf", "two_stage"]
 Path_ = Literal["auto", "exact", "approx"]
@@ -28,7 +28,10 @@ class Weights(BaseModel):
 
 
 class QueryParams(BaseModel):
-    """One query's knobs (SPEC §2); defaults follow the ES generation of the old service."""
+    """One query's knobs (SPEC §2); defaults follow the ES generation of the old service.
+    An unknown knob is an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
 
     agent_id: str = Field(min_length=1)
     user_id: str = Field(min_length=1)
@@ -43,6 +46,9 @@ class QueryParams(BaseModel):
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     now: datetime | None = None
     exclude_ids: list[str] = Field(default_factory=list)
+    filters: dict[str, Any] | None = Field(
+        default=None, description="memory filters (store.filters), applied to every candidate"
+    )
     context: str = ""
     user_name: str | None = None
     agent_name: str | None = None

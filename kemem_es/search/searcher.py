@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from kemem_es.engine.client import Engine
-from kemem_es.engine.templates import index_alias
 from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
@@ -22,6 +21,7 @@ from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
+from kemem_es.store.layout import index_alias
 from kemem_es.text import base_words_with_tokens
 
 DATABASES: tuple[Database, ...] = ("user", "official")
@@ -160,10 +160,10 @@ class Searcher:
         if params.path != "auto":
             return params.path == "approx"
         alias = index_alias(self.engine.settings.index_prefix, db, "events")
-        key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}"
+        key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}|{params.filters}"
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
-            scope = {"bool": {"filter": ev.scope_filters(db, params.agent_id, params.user_id)}}
+            scope = {"bool": {"filter": ev.request_filters(db, params)}}
             cached = (time.monotonic(), self.engine.count(alias, scope))
             self._counts[key] = cached
         return cached[1] > EXACT_MAX_DOCS
@@ -261,7 +261,7 @@ class Searcher:
         out = EventHit(
             id=i,
             score=round(score, 4),
-            index=hit["_id"],
+            index=str(src.get("id", hit["_id"])),
             db=db,
             description=src.get("description", ""),
             deepinsight=src.get("deepinsight", ""),
@@ -285,7 +285,7 @@ class Searcher:
             id=i,
             kind=src.get("kind", ""),
             score=round(weight / (weight + 1.0), 4),  # 1 base word → 0.5
-            index={"index": hit["_id"]},
+            index={"index": str(src.get("id", hit["_id"]))},
             db=src.get("db", "user"),
             entity_name=src.get("entity_name", ""),
             entity_type=src.get("entity_type", ""),

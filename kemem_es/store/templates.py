@@ -2,7 +2,9 @@
 
 Each (database, kind) pair gets an alias ``{prefix}-{db}-{kind}`` over a concrete index
 ``{alias}-v{template_version}``, plus a composable index template for ``{alias}-*`` so that
-later indices (rollover, re-index) get the same mapping.
+later indices (rollover, re-index) get the same mapping. The history index is installed the
+same way. Several processes may run ``install`` at once: an index another one just created
+counts as existing.
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, get_args
+from typing import Any
 
-from kemem_es.engine.client import Engine
+from kemem_es.engine.client import Engine, status_of
 from kemem_es.errors import MappingConflict
 from kemem_es.models import Database, MemoryKind
+from kemem_es.store.layout import DATABASES, KINDS, VECTOR_FIELD, history_alias, index_alias
 
-DATABASES: tuple[Database, ...] = get_args(Database)
-KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
-VECTOR_FIELD = "vector"
+HISTORY = "history"
 
 
 @cache
@@ -29,12 +30,8 @@ def _load(name: str) -> dict[str, Any]:
     return json.loads(text)
 
 
-def template_version(kind: MemoryKind) -> int:
+def template_version(kind: str) -> int:
     return int(_load(f"{kind}.json")["template_version"])
-
-
-def index_alias(prefix: str, db: Database, kind: MemoryKind) -> str:
-    return f"{prefix}-{db}-{kind}"
 
 
 def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
@@ -63,6 +60,48 @@ class InitResult:
     action: str  # "created" | "exists"
 
 
+def _create(engine: Engine, index: str, body: dict[str, Any]) -> str:
+    """Create an index; losing a race to another installer is fine (same template)."""
+    try:
+        engine.create_index(index, body)
+    except Exception as exc:
+        if status_of(exc) == 400 and "already_exists" in str(exc):
+            return "exists"
+        raise
+    return "created"
+
+
+def put_template(engine: Engine, alias: str, body: dict[str, Any]) -> None:
+    engine.put_index_template(
+        alias,
+        {
+            "index_patterns": [f"{alias}-*"],
+            "priority": 100,
+            "template": body,
+            "_meta": body["mappings"]["_meta"],
+        },
+    )
+
+
+def install_history(engine: Engine) -> InitResult:
+    """The history index (one per prefix): idempotent like the memory indices."""
+    alias = history_alias(engine.settings.index_prefix)
+    index = f"{alias}-v{template_version(HISTORY)}"
+    base = copy.deepcopy(_load(f"{HISTORY}.json"))
+    body = {
+        "settings": base["settings"],
+        "mappings": {
+            **base["mappings"],
+            "_meta": {"kemem_template_version": base["template_version"], "kemem_kind": HISTORY},
+        },
+    }
+    put_template(engine, alias, body)
+    if engine.index_exists(alias):
+        return InitResult(alias, index, "exists")
+    action = _create(engine, index, {**body, "aliases": {alias: {"is_write_index": True}}})
+    return InitResult(alias, index, action)
+
+
 def install(
     engine: Engine,
     dims: int,
@@ -84,20 +123,16 @@ def install(
             exists = engine.index_exists(alias)
             if exists:
                 check_compatible(engine, alias, body)
-            engine.put_index_template(
-                alias,
-                {
-                    "index_patterns": [f"{alias}-*"],
-                    "priority": 100,
-                    "template": body,
-                    "_meta": body["mappings"]["_meta"],
-                },
-            )
+            put_template(engine, alias, body)
             if exists:
                 results.append(InitResult(alias, index, "exists"))
                 continue
-            engine.create_index(index, {**body, "aliases": {alias: {"is_write_index": True}}})
-            results.append(InitResult(alias, index, "created"))
+            action = _create(engine, index, {**body, "aliases": {alias: {"is_write_index": True}}})
+            results.append(InitResult(alias, index, action))
+    if recreate and engine.index_exists(history_alias(prefix)):
+        for existing in engine.get_index(history_alias(prefix)):
+            engine.delete_index(existing)
+    results.append(install_history(engine))
     return results
 
 
@@ -109,6 +144,13 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
         problems = []
         meta = mapping.get("_meta", {})
         want_meta = wanted["mappings"]["_meta"]
+        if meta.get("kemem_template_version") == 1 and want_meta["kemem_template_version"] == 2:
+            raise MappingConflict(
+                f"index {name} (alias {alias}) was written by an older kemem-es whose memory ids "
+                "were global (one tenant's id could overwrite another's). This version keeps "
+                "ids per scope and will not mix the two: run `kemem-es migrate` to copy it "
+                "into the new layout, or re-index your files under another KEMEM_INDEX_PREFIX."
+            )
         if meta.get("kemem_template_version") != want_meta["kemem_template_version"]:
             problems.append(
                 f"template version {meta.get('kemem_template_version')} "
@@ -133,3 +175,15 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
                 + ". Use another KEMEM_INDEX_PREFIX, or `kemem-es init --recreate` "
                 "(deletes its data)."
             )
+
+
+def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind) -> None:
+    """Before writing: the index is installed if missing, and refused if it was built from
+    another template version or for another vector size (no silent mix)."""
+    alias = index_alias(engine.settings.index_prefix, db, kind)
+    if not engine.index_exists(alias) or not engine.index_exists(
+        history_alias(engine.settings.index_prefix)
+    ):
+        install(engine, dims, dbs=(db,), kinds=(kind,))
+        return
+    check_compatible(engine, alias, index_body(kind, engine.dialect, dims))

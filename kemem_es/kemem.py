@@ -1,0 +1,344 @@
+"""The Python entry point: one object that sets up, indexes, recalls and manages memories.
+Each verb is a short delegation: the store writes and reads, the searcher recalls, the memory
+service runs the Memory API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from kemem_es.config import Settings, get_settings
+from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.engine import Engine, connect
+from kemem_es.errors import InvalidInput, invalid_options
+from kemem_es.ingest import read_jsonl
+from kemem_es.memory import MemoryService
+from kemem_es.memory.inputs import AddInput
+from kemem_es.models import Database, MemoryKind, MemoryRecord
+from kemem_es.search.params import QueryParams
+from kemem_es.search.response import QueryResponse, SimpleResponse
+from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.templates import ensure_compatible
+from kemem_es.store.validation import validate_items
+
+DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
+    ("official_entities.jsonl", "entities", "official"),
+    ("official_events.jsonl", "events", "official"),
+    ("user_entities.jsonl", "entities", "user"),
+    ("user_events.jsonl", "events", "user"),
+)
+
+
+def demo_path(name: str) -> Path:
+    """A bundled demo corpus file (shipped inside the package)."""
+    return Path(str(resources.files("kemem_es") / "demo" / name))
+
+
+class Kemem:
+    """Connects lazily: building one is cheap; the engine, model and jieba load on first use.
+
+    >>> km = Kemem(model_dir="../shared/models/m3e-small-onnx")   # or KEMEM_* env vars
+    >>> km.init(); km.index_file(Path("events.jsonl"), kind="events", db="user")
+    """
+
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self.settings = settings or get_settings(**overrides)
+        self._checked: set[tuple[str, str]] = set()
+
+    @cached_property
+    def engine(self) -> Engine:
+        return connect(self.settings)
+
+    @cached_property
+    def embedder(self) -> Any:
+        from kemem_es.embed import load_embedder
+
+        return load_embedder(self.settings)
+
+    @cached_property
+    def tokenizer(self) -> Any:
+        from kemem_es.text import Tokenizer, default_tokenizer
+        from kemem_es.text.tokenizer import USER_DICT_PATH
+
+        if self.settings.user_dict:
+            return Tokenizer(user_dict_paths=[USER_DICT_PATH, self.settings.user_dict])
+        return default_tokenizer()
+
+    @cached_property
+    def expander(self) -> Any:
+        from kemem_es.expand import Expander, Lexicon, default_lexicon
+        from kemem_es.text import IdfTable, default_idf
+
+        s = self.settings
+        if s.lexicon_path or s.lexicon_overrides:
+            overrides = [s.lexicon_overrides] if s.lexicon_overrides else []
+            lexicon = Lexicon.load(s.lexicon_path, overrides=overrides)
+        else:
+            lexicon = default_lexicon()
+        idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
+        return Expander(lexicon, self.tokenizer, idf)
+
+    @cached_property
+    def searcher(self) -> Any:
+        from kemem_es.search.searcher import Searcher
+
+        searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
+        searcher.warm_up()
+        return searcher
+
+    def query(self, text: str, *, user_id: str, agent_id: str, **options: Any) -> QueryResponse:
+        """Recall events and entities for one utterance (options: see QueryParams)."""
+        try:
+            params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
+        except ValidationError as exc:
+            raise invalid_options(exc) from None
+        return self.searcher.query(text, params)
+
+    def query_simple(
+        self, text: str, *, user_id: str, agent_id: str, **options: Any
+    ) -> SimpleResponse:
+        """Only the memory texts, in order of importance."""
+        resp = self.query(text, user_id=user_id, agent_id=agent_id, **options)
+        return SimpleResponse(
+            memory_events=[e.description for e in resp.memory_events],
+            memory_entities=[e.description for e in resp.memory_entities],
+        )
+
+    def prompt(
+        self,
+        response: QueryResponse,
+        now: datetime | None = None,
+        user_name: str | None = None,
+        agent_name: str | None = None,
+        exclude_texts: Sequence[str] = (),
+    ) -> str:
+        """SPEC §5 prompt text; ``exclude_texts``: what the dialogue already holds."""
+        from kemem_es.prompt import render_prompt
+
+        return render_prompt(
+            response.memory_events,
+            response.memory_entities,
+            now or datetime.now(),
+            user_name,
+            agent_name,
+            exclude_texts,
+        )
+
+    def init(self, recreate: bool = False) -> list[InitResult]:
+        """Install index templates and indices (idempotent; safe to run concurrently)."""
+        results = install(self.engine, self.embedder.dim, recreate=recreate)
+        self._checked.clear()
+        return results
+
+    # -- bulk writes ----------------------------------------------------------------------
+    @cached_property
+    def writer(self) -> BulkWriter:
+        return BulkWriter(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 8)
+
+    def _ready(self, kind: MemoryKind, db: Database) -> None:
+        """The target index exists and has our template version (checked once per instance)."""
+        if (kind, db) not in self._checked:
+            ensure_compatible(self.engine, self.embedder.dim, db, kind)
+            self._checked.add((kind, db))
+
+    def index_file(
+        self,
+        path: Path,
+        kind: MemoryKind,
+        db: Database = "user",
+        skip_invalid: bool = False,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> IndexReport:
+        """Validate a whole JSONL file, then index it. Invalid records raise InvalidInput and
+        nothing is written, unless ``skip_invalid`` (then they are listed in the report)."""
+        self._ready(kind, db)
+        good, problems = read_jsonl(Path(path), kind, db, self.embedder.dim)
+        if problems and not skip_invalid:
+            raise InvalidInput(
+                f"{path}: {len(problems)} invalid record(s); nothing was written "
+                "(fix them, or pass --skip-invalid to index the valid ones)",
+                problems,
+            )
+        report = self.writer.write(good, kind, on_progress)
+        report.rejected = problems + report.rejected
+        return report
+
+    def index_records(
+        self,
+        records: Sequence[MemoryRecord | Mapping[str, Any]],
+        kind: MemoryKind,
+        db: Database = "user",
+        skip_invalid: bool = False,
+    ) -> IndexReport:
+        """Like ``index_file`` for records in memory: the same validation (scope rule included),
+        problems named ``record N`` (1-based)."""
+        self._ready(kind, db)
+        items = [(f"record {i}", r) for i, r in enumerate(records, start=1)]
+        good, problems = validate_items(items, kind, db, self.embedder.dim)
+        if problems and not skip_invalid:
+            raise InvalidInput(f"{len(problems)} invalid record(s); nothing was written", problems)
+        report = self.writer.write(good, kind)
+        report.rejected = problems + report.rejected
+        return report
+
+    def index_demo(
+        self, files: Iterable[tuple[str, MemoryKind, Database]] = DEMO_FILES
+    ) -> dict[str, IndexReport]:
+        """Index the bundled demo corpus (templates installed first)."""
+        self.init()
+        return {name: self.index_file(demo_path(name), kind, db) for name, kind, db in files}
+
+    # -- the Memory API -------------------------------------------------------------------
+    @cached_property
+    def memories(self) -> MemoryService:
+        return MemoryService(self.engine, self.writer)
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        limit: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        threshold: float | None = None,
+        **options: Any,
+    ) -> QueryResponse:
+        """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
+        score threshold); other options as in ``query``. Unknown options raise."""
+        if threshold is not None:
+            options["score_threshold"] = threshold
+        return self.query(
+            query, user_id=user_id, agent_id=agent_id, limit=limit, filters=filters, **options
+        )
+
+    def add(
+        self,
+        data: AddInput,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        session_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        kind: MemoryKind = "events",
+        db: Database = "user",
+        infer: bool = False,
+        refresh: bool = False,
+    ) -> list[AddResult]:
+        """Remember ``data``: a text, chat messages (``[{"role", "content"}, ...]``, stored as
+        one event of the turns joined), or a record (dict / EventRecord / EntityRecord).
+        Returns each stored memory with the action taken (ADD / UPDATE / NOOP).
+        ``refresh=True`` makes it searchable before returning (else within a second)."""
+        if infer:
+            raise InvalidInput(
+                "infer: no extractor is configured (infer=False stores the text as given)",
+                field="infer",
+            )
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        self._ready(kind, db)
+        return self.memories.add(data, scope, kind, session_id, metadata, refresh)
+
+    def get(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        kind: MemoryKind | None = None,
+    ) -> Memory:
+        """One memory by id, within the scope; NotFound for an unknown id (or another scope's)."""
+        return self.memories.get(
+            memory_id, Scope.of(agent_id=agent_id, user_id=user_id, db=db), kind
+        )
+
+    def get_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        filters: Mapping[str, Any] | None = None,
+        kind: MemoryKind | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """A page of the scope's memories, newest first; ``next_cursor`` fetches the next."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.get_all(scope, filters, kind, limit, cursor)
+
+    def update(
+        self,
+        memory_id: str,
+        data: str | Mapping[str, Any],
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        kind: MemoryKind | None = None,
+        refresh: bool = False,
+    ) -> AddResult:
+        """Change some fields of a memory (a text changes its description); the rest stays."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.update(memory_id, data, scope, kind, refresh)
+
+    def delete(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        kind: MemoryKind | None = None,
+        refresh: bool = False,
+    ) -> Memory:
+        """Delete one memory (recorded in history); returns what was deleted."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.delete(memory_id, scope, kind, refresh)
+
+    def delete_all(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        filters: Mapping[str, Any] | None = None,
+        kind: MemoryKind | None = None,
+        forget: bool = False,
+    ) -> int:
+        """Delete every memory of one scope (matching ``filters``), events and entities.
+        A scope is required: a user (user db) or, with ``db="official"``, an agent.
+        ``forget=True`` also strips that scope's history of its texts. Returns the count."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.delete_all(scope, filters, kind, forget)
+
+    def count(
+        self,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+        filters: Mapping[str, Any] | None = None,
+        kind: MemoryKind | None = None,
+    ) -> int:
+        """How many memories of the scope match ``filters`` (what delete_all would delete)."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.count(scope, filters, kind)
+
+    def history(
+        self,
+        memory_id: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str,
+        db: Database = "user",
+    ) -> list[HistoryEntry]:
+        """Every recorded change of a memory, oldest first (also after it was deleted)."""
+        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        return self.memories.history(memory_id, scope)

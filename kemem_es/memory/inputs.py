@@ -1,0 +1,83 @@
+"""What ``add`` accepts, turned into record data: a text, chat messages, or a record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from kemem_es.errors import InvalidInput
+from kemem_es.models import MemoryKind
+from kemem_es.store.scope import Scope
+
+Message = Mapping[str, Any]
+AddInput = str | Sequence[Message] | Mapping[str, Any] | BaseModel
+
+
+def join_messages(messages: Sequence[Message | str]) -> str:
+    """Chat turns become one event text: each turn's content on its own line, in order.
+    Role labels are left out so that they never become keywords of the memory."""
+    lines = []
+    for i, m in enumerate(messages):
+        if isinstance(m, str):
+            content = m
+        elif isinstance(m, Mapping) and isinstance(m.get("content"), str):
+            content = m["content"]
+        else:
+            raise InvalidInput(
+                f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
+                field=f"messages[{i}]",
+            )
+        if content.strip():
+            lines.append(content.strip())
+    if not lines:
+        raise InvalidInput("messages: no text to remember", field="messages")
+    return "\n".join(lines)
+
+
+def to_record_data(
+    data: AddInput,
+    kind: MemoryKind,
+    scope: Scope,
+    session_id: str | None,
+    metadata: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """Record input with the scope of the call filled in. A record that names another scope
+    is refused rather than moved."""
+    if isinstance(data, BaseModel):
+        record = data.model_dump(exclude_unset=True)
+    elif isinstance(data, Mapping) and "role" not in data:
+        record = dict(data)
+    elif isinstance(data, str | Sequence | Mapping):
+        if kind != "events":
+            raise InvalidInput(
+                "kind: plain text or messages become an event; an entity needs a record with "
+                "entity_name, entity_type, kind and description",
+                field="kind",
+            )
+        text = (
+            data
+            if isinstance(data, str)
+            else join_messages([data] if isinstance(data, Mapping) else list(data))
+        )  # type: ignore[list-item]
+        if not text.strip():
+            raise InvalidInput("text: no text to remember", field="text")
+        record = {"description": text, "created_at": now}
+    else:
+        raise InvalidInput(f"data: cannot remember a {type(data).__name__}", field="data")
+    for name, value in (("agent_id", scope.agent_id), ("user_id", scope.user_id)):
+        given = record.get(name)
+        if given not in (None, "", value):
+            raise InvalidInput(
+                f"{name}: the record says {given!r} but the call's scope is {value!r}",
+                field=name,
+            )
+        record[name] = value
+    if session_id is not None:
+        record["session_id"] = session_id
+    if metadata:
+        record["metadata"] = {**(record.get("metadata") or {}), **metadata}
+    return record

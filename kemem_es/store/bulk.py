@@ -1,0 +1,272 @@
+"""Batched tokenise + embed + bulk write of validated records, with skip-if-unchanged and history.
+
+Batches are bounded by count and by bytes (the engine refuses an over-large request). A memory
+that is rewritten keeps what its life has earned (recall count, last recall; its strength too
+unless the record sets one). A failure part-way raises :class:`WriteInterrupted` saying how many
+memories were written; re-running the same input resumes, since those are now unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from kemem_es.engine.client import CLIENT_ERRORS, Engine, describe_client_error
+from kemem_es.errors import EngineUnavailable, KememError, WriteInterrupted
+from kemem_es.models import MemoryKind, MemoryRecord
+from kemem_es.store import history
+from kemem_es.store.documents import (
+    LIFECYCLE_FIELDS,
+    TextTokenizer,
+    content_hash,
+    embed_text,
+    record_names,
+    to_document,
+)
+from kemem_es.store.layout import index_alias
+from kemem_es.store.validation import Checked
+
+RETRY_STATUSES = {429, 502, 503, 504}
+SENDERS = 2
+MAX_BULK_BYTES = 8 * 1024 * 1024  # well under the engines' 100 MB default request limit
+EXISTING_FIELDS = ["content_hash", "description", "strength", *LIFECYCLE_FIELDS]
+
+
+class TextEmbedder(Protocol):
+    name: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def embed_one(self, text: str) -> np.ndarray: ...
+
+
+@dataclass
+class IndexReport:
+    """What one write did. ``rejected`` names each problem (line + field, or record + reason)."""
+
+    indexed: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def written(self) -> int:
+        return self.indexed + self.updated
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.written / self.seconds if self.seconds > 0 else 0.0
+
+    def merge(self, other: IndexReport) -> None:
+        self.indexed += other.indexed
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.rejected += other.rejected
+
+    def summary(self) -> str:
+        return (
+            f"indexed {self.indexed}, updated {self.updated}, unchanged {self.unchanged}, "
+            f"rejected {len(self.rejected)} in {self.seconds:.2f} s ({self.docs_per_s:.0f} docs/s)"
+        )
+
+
+@dataclass
+class _Batch:
+    lines: list[dict[str, Any]]
+    labels: dict[str, str]  # engine id → "line N" for error messages
+    history: dict[str, dict[str, Any]]  # engine id → its history entry once written
+
+
+def approx_bytes(doc: dict[str, Any]) -> int:
+    """Request bytes of one document: the vector by count (12 bytes a float), the rest as JSON."""
+    vec = doc.get("vector") or []
+    rest = {k: v for k, v in doc.items() if k != "vector"}
+    return 12 * len(vec) + len(json.dumps(rest, ensure_ascii=False).encode()) + 64
+
+
+class BulkWriter:
+    """Writes validated records into the alias of their (database, kind)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        embedder: TextEmbedder,
+        tokenizer: TextTokenizer,
+        batch_size: int = 512,
+        max_bytes: int = MAX_BULK_BYTES,
+        max_retries: int = 3,
+    ) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_bytes = max_bytes
+        self.max_retries = max_retries
+        self._known_names: set[str] = set()
+
+    def write(
+        self,
+        items: Sequence[Checked],
+        kind: MemoryKind,
+        on_progress: Callable[[int, int], None] | None = None,
+        actor: str = "import",
+        refresh: bool = True,
+    ) -> IndexReport:
+        report = IndexReport()
+        start = time.perf_counter()
+        dbs = {c.scope.db for c in items}
+        try:
+            self._write(items, kind, report, on_progress, actor)
+            for db in dbs:
+                self.engine.refresh(index_alias(self.engine.settings.index_prefix, db, kind))
+        except (KememError, *CLIENT_ERRORS) as exc:
+            why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
+            raise WriteInterrupted(
+                f"writing stopped after {report.written} of {len(items)} memories were written "
+                f"({why}); re-run the same import to resume: what was written is recognised "
+                "as unchanged",
+                report.written,
+            ) from exc
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def _write(
+        self,
+        items: Sequence[Checked],
+        kind: MemoryKind,
+        report: IndexReport,
+        on_progress: Callable[[int, int], None] | None,
+        actor: str,
+    ) -> None:
+        # Up to SENDERS bulk requests in flight while the next batch is tokenised and embedded:
+        # the engine indexes each bulk on one thread, so two keep both of its cores busy.
+        with ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="kemem-bulk") as pool:
+            pending: deque[Future[IndexReport]] = deque()
+            try:
+                for lo in range(0, len(items), self.batch_size):
+                    chunk = items[lo : lo + self.batch_size]
+                    for batch in self._prepare(chunk, kind, report, actor):
+                        while len(pending) >= SENDERS:
+                            report.merge(pending.popleft().result())
+                        pending.append(pool.submit(self._send, batch))
+                    if on_progress:
+                        on_progress(min(lo + self.batch_size, len(items)), len(items))
+            finally:
+                # Count what did get written, even when a later batch failed.
+                while pending:
+                    job = pending.popleft()
+                    if job.exception() is None:
+                        report.merge(job.result())
+                    elif not pending:
+                        raise job.exception()  # type: ignore[misc]
+
+    def _prepare(
+        self, chunk: Sequence[Checked], kind: MemoryKind, report: IndexReport, actor: str
+    ) -> list[_Batch]:
+        """Bulk batches (each under max_bytes) for the records of a chunk that are new or
+        changed."""
+        self._learn_names([c.record for c in chunk])
+        prefix = self.engine.settings.index_prefix
+        hashes = [content_hash(c.record, self.embedder.name) for c in chunk]
+        existing: dict[str, dict[str, Any]] = {}
+        for db in {c.scope.db for c in chunk}:
+            ids = [c.doc_id for c in chunk if c.scope.db == db]
+            existing |= self.engine.mget(index_alias(prefix, db, kind), ids, EXISTING_FIELDS)
+        todo = [
+            (c, h)
+            for c, h in zip(chunk, hashes, strict=True)
+            if existing.get(c.doc_id, {}).get("content_hash") != h
+        ]
+        report.unchanged += len(chunk) - len(todo)
+        if not todo:
+            return []
+        vectors = self.vectors([c.record for c, _ in todo])
+        batches: list[_Batch] = []
+        cur = _Batch([], {}, {})
+        size = 0
+        for (c, h), vec in zip(todo, vectors, strict=True):
+            old = existing.get(c.doc_id)
+            doc = to_document(c.record, c.scope, self.tokenizer, c.memory_id)
+            doc["content_hash"] = h
+            doc["vector"] = vec
+            if old:
+                doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
+                if "strength" not in c.record.model_fields_set and "strength" in old:
+                    doc["strength"] = old["strength"]
+            n = approx_bytes(doc)
+            if cur.lines and (size + n > self.max_bytes):
+                batches.append(cur)
+                cur, size = _Batch([], {}, {}), 0
+            alias = index_alias(prefix, c.scope.db, kind)
+            cur.lines += [{"index": {"_index": alias, "_id": c.doc_id}}, doc]
+            cur.labels[c.doc_id] = c.label
+            cur.history[c.doc_id] = history.entry(
+                c.scope, c.memory_id, kind, "UPDATE" if old else "ADD", actor, old=old, new=doc
+            )
+            size += n
+        if cur.lines:
+            batches.append(cur)
+        return batches
+
+    def _learn_names(self, records: Sequence[MemoryRecord]) -> None:
+        """Names become dictionary words so jieba keeps them whole (木木, not 木 木)."""
+        names = {n for r in records for n in record_names(r)} - self._known_names
+        if names and hasattr(self.tokenizer, "add_words"):
+            self.tokenizer.add_words(sorted(names))
+            self._known_names |= names
+
+    def vectors(self, records: Sequence[MemoryRecord]) -> list[list[float]]:
+        """Supplied vectors (checked during validation) as given; the rest embedded in one go."""
+        out: list[list[float]] = [r.vector or [] for r in records]
+        need = [i for i, r in enumerate(records) if r.vector is None]
+        if need:
+            embedded = self.embedder.embed([embed_text(records[i]) for i in need])
+            for i, vec in zip(need, embedded, strict=True):
+                out[i] = vec.astype(float).round(6).tolist()
+        return out
+
+    def _send(self, batch: _Batch) -> IndexReport:
+        """Bulk with retries for back-pressure; per-item failures are reported, never dropped;
+        the history of what was written follows in one more bulk. Runs on a sender thread, so
+        it fills a report of its own for the caller to merge."""
+        out = IndexReport()
+        lines = batch.lines
+        done: list[dict[str, Any]] = []
+        for attempt in range(self.max_retries + 1):
+            resp = self.engine.bulk(lines)
+            retry: list[dict] = []
+            for n, item in enumerate(resp["items"]):
+                res = item.get("index", {})
+                status = res.get("status", 0)
+                doc_id = res.get("_id", "")
+                if res.get("result") in ("created", "updated"):
+                    if res["result"] == "created":
+                        out.indexed += 1
+                    else:
+                        out.updated += 1
+                    done.append(batch.history[doc_id])
+                elif status in RETRY_STATUSES and attempt < self.max_retries:
+                    retry += lines[2 * n : 2 * n + 2]
+                else:
+                    reason = res.get("error", {}).get("reason", f"status {status}")
+                    out.rejected.append(f"{batch.labels.get(doc_id, doc_id)}: {reason}")
+            if not retry:
+                break
+            lines = retry
+            time.sleep(0.5 * 2**attempt)
+        else:  # pragma: no cover
+            raise EngineUnavailable("bulk indexing kept failing after retries")
+        if done:
+            self.engine.bulk(history.bulk_lines(self.engine.settings.index_prefix, done))
+        return out

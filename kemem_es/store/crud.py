@@ -1,0 +1,311 @@
+"""Reading, changing and deleting single memories and whole scopes, with history.
+
+Every operation takes a :class:`Scope`; the engine id comes from it and every fetched document
+is checked against it, so another scope's memory is simply "not found". Writes that change one
+memory use optimistic concurrency (the document's seq_no) and retry on a conflict, so a
+concurrent update is never overwritten unseen.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kemem_es.contract.memory import HistoryEntry, Memory, MemoryPage
+from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.errors import InvalidInput, NotFound
+from kemem_es.models import MemoryKind
+from kemem_es.store import history
+from kemem_es.store.filters import compile_filters
+from kemem_es.store.layout import HEAVY_FIELDS, KINDS, UID_FIELD, history_alias, index_alias
+from kemem_es.store.scope import Scope
+
+FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
+PAGE_MAX = 1000
+DELETE_PAGE = 500
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A fetched memory: its kind, source (without vector) and concurrency token."""
+
+    kind: MemoryKind
+    source: dict[str, Any]
+    seq_no: int
+    primary_term: int
+
+    @property
+    def memory_id(self) -> str:
+        return str(self.source.get("id", ""))
+
+
+def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
+    if kind is None:
+        return KINDS
+    if kind not in KINDS:
+        raise InvalidInput(f"kind: must be one of {', '.join(KINDS)}, not {kind!r}", field="kind")
+    return (kind,)
+
+
+def encode_cursor(values: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError:
+        raise InvalidInput("cursor: not a cursor from get_all", field="cursor") from None
+    if not isinstance(values, list) or len(values) != 2:
+        raise InvalidInput("cursor: not a cursor from get_all", field="cursor")
+    return values
+
+
+class Crud:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.prefix = engine.settings.index_prefix
+
+    def alias(self, scope: Scope, kind: MemoryKind) -> str:
+        return index_alias(self.prefix, scope.db, kind)
+
+    # -- reads ----------------------------------------------------------------------------
+    def fetch(self, scope: Scope, memory_id: str, kind: MemoryKind | None = None) -> Stored:
+        """The memory with this id in this scope; NotFound otherwise (also for other scopes)."""
+        found: list[Stored] = []
+        for k in _kinds(kind):
+            with engine_errors("reading a memory"):
+                doc = self.engine.get(
+                    self.alias(scope, k), scope.doc_id(memory_id), excludes=FETCH_EXCLUDES
+                )
+            if doc and doc.get("found", True) and scope.owns(doc.get("_source", {})):
+                found.append(Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"]))
+        if not found:
+            raise NotFound(f"no memory {memory_id!r} among the {scope.describe()}")
+        if len(found) > 1:
+            raise InvalidInput(
+                f"memory id {memory_id!r} names both an event and an entity here; "
+                "say which with kind='events' or kind='entities'",
+                field="kind",
+            )
+        return found[0]
+
+    def page(
+        self,
+        scope: Scope,
+        filters: Mapping[str, Any] | None = None,
+        kind: MemoryKind | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> tuple[list[tuple[MemoryKind, dict[str, Any]]], str | None]:
+        """One page, newest first (updatetime, then engine id: a total order, so paging is
+        stable while memories are added)."""
+        if not 1 <= limit <= PAGE_MAX:
+            raise InvalidInput(f"limit: must be 1–{PAGE_MAX}", field="limit")
+        kinds = _kinds(kind)
+        body: dict[str, Any] = {
+            "size": limit,
+            "query": {"bool": {"filter": scope.filters() + compile_filters(filters)}},
+            "sort": [
+                {"updatetime": {"order": "desc", "missing": "_last"}},
+                {UID_FIELD: {"order": "asc"}},
+            ],
+            "_source": {"excludes": HEAVY_FIELDS},
+            "track_total_hits": False,
+        }
+        if cursor:
+            body["search_after"] = decode_cursor(cursor)
+        indices = ",".join(self.alias(scope, k) for k in kinds)
+        with engine_errors("listing memories"):
+            hits = self.engine.search(indices, body)["hits"]["hits"]
+        out = [(self._kind_of(h["_index"]), h["_source"]) for h in hits]
+        nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
+        return out, nxt
+
+    def _kind_of(self, index: str) -> MemoryKind:
+        return "entities" if "-entities" in index else "events"
+
+    def count(
+        self,
+        scope: Scope,
+        filters: Mapping[str, Any] | None = None,
+        kind: MemoryKind | None = None,
+    ) -> int:
+        query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
+        with engine_errors("counting memories"):
+            return sum(self.engine.count(self.alias(scope, k), query) for k in _kinds(kind))
+
+    def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
+        with engine_errors("reading history"):
+            resp = self.engine.search(history_alias(self.prefix), history.query(scope, memory_id))
+        return [
+            history.to_entry(h["_source"]) for h in resp["hits"]["hits"] if scope.owns(h["_source"])
+        ]
+
+    # -- writes ---------------------------------------------------------------------------
+    def replace(
+        self,
+        scope: Scope,
+        stored: Stored,
+        doc: dict[str, Any],
+        entry: dict[str, Any],
+        refresh: bool,
+    ) -> None:
+        """Write a changed memory over the version that was read (conflict → retry above)."""
+        action = {
+            "index": {
+                "_index": self.alias(scope, stored.kind),
+                "_id": scope.doc_id(stored.memory_id),
+                "if_seq_no": stored.seq_no,
+                "if_primary_term": stored.primary_term,
+            }
+        }
+        self._bulk_one([action, doc], entry, refresh)
+
+    def patch(
+        self,
+        scope: Scope,
+        stored: Stored,
+        doc: dict[str, Any],
+        entry: dict[str, Any],
+        refresh: bool,
+    ) -> None:
+        """A partial update of the version that was read: fields not in ``doc`` (the vector,
+        recall counts) stay as they are; fields set to None are cleared."""
+        action = {
+            "update": {
+                "_index": self.alias(scope, stored.kind),
+                "_id": scope.doc_id(stored.memory_id),
+                "if_seq_no": stored.seq_no,
+                "if_primary_term": stored.primary_term,
+            }
+        }
+        self._bulk_one([action, {"doc": doc}], entry, refresh)
+
+    def create(
+        self,
+        scope: Scope,
+        kind: MemoryKind,
+        memory_id: str,
+        doc: dict[str, Any],
+        entry: dict[str, Any],
+        refresh: bool,
+    ) -> None:
+        action = {"create": {"_index": self.alias(scope, kind), "_id": scope.doc_id(memory_id)}}
+        self._bulk_one([action, doc], entry, refresh)
+
+    def delete(self, scope: Scope, stored: Stored, actor: str, refresh: bool) -> None:
+        action = {
+            "delete": {
+                "_index": self.alias(scope, stored.kind),
+                "_id": scope.doc_id(stored.memory_id),
+                "if_seq_no": stored.seq_no,
+                "if_primary_term": stored.primary_term,
+            }
+        }
+        entry = history.entry(
+            scope, stored.memory_id, stored.kind, "DELETE", actor, old=stored.source
+        )
+        self._bulk_one([action], entry, refresh)
+
+    def _bulk_one(self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool) -> None:
+        with engine_errors("writing a memory"):
+            resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
+        item = next(iter(resp["items"][0].values()))
+        status = item.get("status", 0)
+        if status == 409:
+            raise ConcurrentChange(item.get("error", {}).get("reason", "version conflict"))
+        if status >= 300:
+            reason = item.get("error", {}).get("reason", f"status {status}")
+            raise InvalidInput(f"the engine refused the memory: {reason}")
+        with engine_errors("recording history"):
+            self.engine.bulk(history.bulk_lines(self.prefix, [entry]))
+
+    def delete_scope(
+        self,
+        scope: Scope,
+        filters: Mapping[str, Any] | None,
+        kind: MemoryKind | None,
+        actor: str,
+        keep_text_in_history: bool = True,
+    ) -> int:
+        """Delete every memory of the scope matching the filters, page by page, each recorded
+        in history (without its text when ``keep_text_in_history`` is False: forgetting a
+        user should not leave their words behind in the history)."""
+        deleted = 0
+        for kind_, batch in self._pages_to_delete(scope, filters, kind):
+            lines: list[dict[str, Any]] = []
+            entries: list[dict[str, Any]] = []
+            for src in batch:
+                mid = str(src.get("id", ""))
+                lines.append(
+                    {"delete": {"_index": self.alias(scope, kind_), "_id": scope.doc_id(mid)}}
+                )
+                old = src if keep_text_in_history else None
+                event = "DELETE" if keep_text_in_history else "FORGET"
+                entries.append(history.entry(scope, mid, kind_, event, actor, old=old))
+            with engine_errors("deleting memories"):
+                resp = self.engine.bulk(lines)
+                ok = [
+                    e
+                    for e, item in zip(entries, resp["items"], strict=True)
+                    if item["delete"].get("result") == "deleted"
+                ]
+                deleted += len(ok)
+                if ok:
+                    self.engine.bulk(history.bulk_lines(self.prefix, ok))
+        if not keep_text_in_history:
+            self._forget_history(scope, filters)
+        with engine_errors("refreshing"):
+            for k in _kinds(kind):
+                self.engine.refresh(self.alias(scope, k))
+            self.engine.refresh(history_alias(self.prefix))
+        return deleted
+
+    def _pages_to_delete(
+        self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None
+    ) -> Iterator[tuple[MemoryKind, list[dict[str, Any]]]]:
+        for k in _kinds(kind):
+            with engine_errors("refreshing"):
+                self.engine.refresh(self.alias(scope, k))
+            cursor = None
+            while True:
+                rows, cursor = self.page(scope, filters, k, DELETE_PAGE, cursor)
+                if rows:
+                    yield k, [src for _, src in rows]
+                if cursor is None:
+                    break
+
+    def _forget_history(self, scope: Scope, filters: Mapping[str, Any] | None) -> None:
+        """Strip the texts from the scope's history (a whole-scope forget only)."""
+        if filters:
+            return
+        with engine_errors("refreshing"):
+            self.engine.refresh(history_alias(self.prefix))
+        body = {
+            "query": {
+                "bool": {
+                    "filter": scope.filters(),
+                    "must_not": [{"term": {"event": "FORGET"}}],
+                }
+            }
+        }
+        with engine_errors("forgetting history"):
+            self.engine.delete_by_query(history_alias(self.prefix), body)
+
+
+class ConcurrentChange(InvalidInput):
+    """The memory changed between read and write; the caller re-reads and retries."""
+
+
+def to_memories(rows: Sequence[tuple[MemoryKind, dict[str, Any]]]) -> list[Memory]:
+    from kemem_es.store.documents import to_memory
+
+    return [to_memory(src, kind) for kind, src in rows]
+
+
+def page_of(rows: Sequence[tuple[MemoryKind, dict[str, Any]]], cursor: str | None) -> MemoryPage:
+    return MemoryPage(results=to_memories(rows), next_cursor=cursor)

@@ -1,0 +1,201 @@
+"""Records ↔ engine documents, both ways, in one place.
+
+A document keeps the original texts for display, jieba tokens (``*_tok``) for BM25, the scope,
+the caller's id (``id``) and the engine id (``uid``), lifecycle fields (strength, recall count)
+and metadata twice: as given (``metadata``, for display) and as typed key/value entries
+(``meta``, nested) that filters can match without one mapped field per tenant key.
+
+Times are stored as given: ISO 8601 with its offset when the input had one (so the instant is
+exact and the local wall-clock time survives for display), naive otherwise (read by the engine
+as UTC, which agrees with a naive ``now`` at query time).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+import numpy as np
+
+from kemem_es.contract.memory import Memory
+from kemem_es.models import (
+    DATE_TEXT,
+    MAX_YEAR,
+    MIN_YEAR,
+    RECORD_TYPES,
+    EntityRecord,
+    EventRecord,
+    MemoryKind,
+    MemoryRecord,
+)
+from kemem_es.store.layout import ID_FIELD, UID_FIELD
+from kemem_es.store.scope import Scope
+
+# Kept when an import or an update rewrites a memory: what its life so far has earned it.
+LIFECYCLE_FIELDS = ("recall_count", "last_recalled_at")
+
+
+class TextTokenizer(Protocol):
+    def index_text(self, text: str) -> str: ...
+
+
+def embed_text(record: MemoryRecord) -> str:
+    """What gets embedded: the event text; for entities the name + description (the full sense)."""
+    if isinstance(record, EventRecord):
+        return record.description
+    if record.entity_name in record.description:
+        return record.description
+    return f"{record.entity_name}：{record.description}"
+
+
+def record_names(record: MemoryRecord) -> list[str]:
+    """User, agent and entity names carried by a record (dictionary words for jieba)."""
+    names = [record.user_name, record.agent_name]
+    if isinstance(record, EntityRecord) and record.entity_type != "泛化实体":
+        names.append(record.entity_name)
+    return [n for n in names if n and 1 < len(n) <= 12]
+
+
+def content_hash(record: MemoryRecord, model_name: str) -> str:
+    """Changes when anything the caller wrote (strength included) or the model changes:
+    re-importing an unchanged record is a no-op, a strength-only edit is an update."""
+    payload = record.model_dump(mode="json", exclude={"vector"})
+    payload["_model"] = model_name
+    digest = hashlib.sha1(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode())
+    if record.vector is not None:  # bytes, not JSON text: hashing 512 floats stays cheap
+        digest.update(np.asarray(record.vector, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def fmt_time(t: datetime | None) -> str | None:
+    return t.isoformat(timespec="seconds") if t else None
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_date_text(text: str) -> bool:
+    if not DATE_TEXT.match(text):
+        return False
+    try:
+        year = datetime.fromisoformat(text.replace("Z", "+00:00")).year
+    except ValueError:
+        return False
+    return MIN_YEAR <= year <= MAX_YEAR
+
+
+def meta_entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """Typed entries for filtering. The JSON type of a value chooses its field: text →
+    ``kw`` (and ``date`` too when it reads as an ISO date), number → ``num``, true/false →
+    ``bool``. A list gives one entry per item."""
+    out: list[dict[str, Any]] = []
+    for key, value in metadata.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, bool):
+                out.append({"key": key, "bool": item})
+            elif isinstance(item, int | float):
+                out.append({"key": key, "num": item})
+            elif isinstance(item, str):
+                entry: dict[str, Any] = {"key": key, "kw": item}
+                if is_date_text(item):
+                    entry["date"] = item
+                out.append(entry)
+    return out
+
+
+def to_document(
+    record: MemoryRecord, scope: Scope, tok: TextTokenizer, memory_id: str | None = None
+) -> dict[str, Any]:
+    """The engine document, without the vector (added after batched embedding)."""
+    mid = memory_id or record.memory_id()
+    doc: dict[str, Any] = {
+        ID_FIELD: mid,
+        UID_FIELD: scope.doc_id(mid),
+        **scope.fields(),
+        "user_name": record.user_name,
+        "agent_name": record.agent_name,
+        "session_id": record.session_id,
+        "strength": record.strength,
+        "recall_count": 0,
+        "metadata": record.metadata,
+        "meta": meta_entries(record.metadata),
+        "indexed_at": utc_now(),
+    }
+    if isinstance(record, EventRecord):
+        doc.update(
+            description=record.description,
+            description_tok=tok.index_text(record.description),
+            deepinsight=record.deepinsight,
+            deepinsight_tok=tok.index_text(record.deepinsight),
+            keywords=record.keywords,
+            keywords_tok=" ".join(tok.index_text(k) for k in record.keywords),
+            place=record.place,
+            scene=record.scene,
+            created_at=fmt_time(record.created_at),
+            updatetime=fmt_time(record.updatetime),
+            event_time=fmt_time(record.event_time),
+        )
+    elif isinstance(record, EntityRecord):
+        doc.update(
+            entity_name=record.entity_name,
+            entity_name_tok=tok.index_text(record.entity_name),
+            entity_type=record.entity_type,
+            kind=record.kind,
+            keyword=record.keyword,
+            keyword_tok=tok.index_text(record.keyword),
+            description=record.description,
+            description_tok=tok.index_text(record.description),
+            updatetime=fmt_time(record.updatetime),
+        )
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+_RECORD_FIELDS: dict[MemoryKind, tuple[str, ...]] = {
+    kind: tuple(model.model_fields) for kind, model in RECORD_TYPES.items()
+}
+
+
+def to_record_data(source: dict[str, Any], kind: MemoryKind) -> dict[str, Any]:
+    """A stored document back as record input (what an update starts from)."""
+    data = {f: source[f] for f in _RECORD_FIELDS[kind] if f in source and f != "vector"}
+    data["id"] = source.get(ID_FIELD)
+    return data
+
+
+def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
+    """A stored document as the caller sees it."""
+    common = {
+        "id": source.get(ID_FIELD, ""),
+        "kind": kind,
+        "db": source.get("db", "user"),
+        "agent_id": source.get("agent_id", ""),
+        "user_id": source.get("user_id"),
+        "session_id": source.get("session_id"),
+        "text": source.get("description", ""),
+        "updatetime": source.get("updatetime"),
+        "user_name": source.get("user_name"),
+        "agent_name": source.get("agent_name"),
+        "strength": source.get("strength", 0.0),
+        "recall_count": source.get("recall_count", 0),
+        "last_recalled_at": source.get("last_recalled_at"),
+        "metadata": source.get("metadata") or {},
+    }
+    if kind == "events":
+        return Memory(
+            **common,
+            deepinsight=source.get("deepinsight", ""),
+            keywords=source.get("keywords", []),
+            place=source.get("place", ""),
+            scene=source.get("scene", ""),
+            created_at=source.get("created_at"),
+        )
+    return Memory(
+        **common,
+        entity_name=source.get("entity_name"),
+        entity_type=source.get("entity_type"),
+        entity_kind=source.get("kind"),
+        keyword=source.get("keyword"),
+    )

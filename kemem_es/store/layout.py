@@ -1,0 +1,33 @@
+"""Where memories live: index names and the field names that code outside the store may use.
+
+Each (database, kind) pair has an alias ``{prefix}-{db}-{kind}`` over a concrete index
+``{alias}-v{template_version}``; the history of every change lives in ``{prefix}-history``.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from kemem_es.models import Database, MemoryKind
+
+DATABASES: tuple[Database, ...] = get_args(Database)
+KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
+
+VECTOR_FIELD = "vector"
+TIME_FIELD = "event_time"  # events: when the episode happened (what time decay measures)
+ID_FIELD = "id"  # the caller's memory id, unique within a scope and kind
+UID_FIELD = "uid"  # the engine _id, stored as a keyword: the tie-breaker for stable paging
+# What hits never need to carry back: the vector and the token copies of the texts.
+HEAVY_FIELDS = [VECTOR_FIELD, "*_tok", "content_hash", "meta"]
+
+
+def index_alias(prefix: str, db: Database, kind: MemoryKind) -> str:
+    return f"{prefix}-{db}-{kind}"
+
+
+def history_alias(prefix: str) -> str:
+    return f"{prefix}-history"
+
+
+def all_aliases(prefix: str, kinds: tuple[MemoryKind, ...] = KINDS) -> list[str]:
+    return [index_alias(prefix, db, kind) for db in DATABASES for kind in kinds]

@@ -1,0 +1,87 @@
+"""The tenancy rule, stated once: who a memory belongs to, and what every request is limited to.
+
+A scope is (db, agent_id, user_id). User memories belong to one (agent, user); official memories
+are shared by every user of one agent and carry no user. Every read, write, update and delete
+goes through :class:`Scope`: writes derive the engine ``_id`` from it (so equal caller ids in two
+scopes can never collide), reads and deletes filter by it, and a fetched document is checked
+against it before it is returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from kemem_es.errors import InvalidInput
+from kemem_es.models import Database
+
+_SEP = "\x1f"  # unit separator: cannot occur in a validated id, so parts never run together
+
+
+@dataclass(frozen=True)
+class Scope:
+    db: Database
+    agent_id: str
+    user_id: str | None = None
+
+    @classmethod
+    def of(cls, *, agent_id: str | None, user_id: str | None = None, db: str = "user") -> Scope:
+        """The scope rule. Raises InvalidInput naming the field that breaks it."""
+        if db not in ("user", "official"):
+            raise InvalidInput(f"db: must be 'user' or 'official', not {db!r}", field="db")
+        if not agent_id or not str(agent_id).strip():
+            raise InvalidInput("agent_id: every memory belongs to an agent", field="agent_id")
+        if db == "user" and not (user_id and str(user_id).strip()):
+            raise InvalidInput("user_id: required for the user database", field="user_id")
+        if db == "official" and user_id:
+            raise InvalidInput(
+                "user_id: must be empty for the official database (shared by all users)",
+                field="user_id",
+            )
+        return cls(db, str(agent_id).strip(), str(user_id).strip() if user_id else None)  # type: ignore[arg-type]
+
+    def doc_id(self, memory_id: str) -> str:
+        """The engine ``_id``: a hash of the scope and the caller's id (fixed length, opaque)."""
+        key = _SEP.join((self.db, self.agent_id, self.user_id or "", memory_id))
+        return hashlib.blake2b(key.encode(), digest_size=20).hexdigest()
+
+    def filters(self) -> list[dict[str, Any]]:
+        """Query filters that keep a request inside this scope."""
+        out: list[dict[str, Any]] = [
+            {"term": {"db": self.db}},
+            {"term": {"agent_id": self.agent_id}},
+        ]
+        if self.user_id is not None:
+            out.append({"term": {"user_id": self.user_id}})
+        return out
+
+    def owns(self, source: dict[str, Any]) -> bool:
+        """Whether a stored document belongs to this scope (checked on every fetch)."""
+        return (
+            source.get("db") == self.db
+            and source.get("agent_id") == self.agent_id
+            and source.get("user_id") == self.user_id
+        )
+
+    def fields(self) -> dict[str, Any]:
+        return {"db": self.db, "agent_id": self.agent_id, "user_id": self.user_id}
+
+    def describe(self) -> str:
+        who = f"user {self.user_id} of " if self.user_id else ""
+        return f"{self.db} memories of {who}agent {self.agent_id}"
+
+
+def any_of(scopes: list[Scope]) -> dict[str, Any]:
+    """One filter matching any of several scopes (a user's memories + the agent's official)."""
+    return {
+        "bool": {
+            "should": [{"bool": {"filter": s.filters()}} for s in scopes],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def query_scopes(agent_id: str, user_id: str) -> tuple[Scope, Scope]:
+    """What a chat query reads: this user's memories and the agent's official ones."""
+    return Scope.of(agent_id=agent_id, user_id=user_id), Scope.of(agent_id=agent_id, db="official")
