@@ -13,7 +13,9 @@ from typing import get_args
 import pytest
 
 import kemem_es
+from kemem_es.errors import InvalidInput
 from kemem_es.models import EntityKind, EntityRecord, EventRecord
+from kemem_es.store.validation import check
 
 DEMO = Path(kemem_es.__file__).parent / "demo"
 FILES = {
@@ -43,8 +45,8 @@ def records(name: str) -> tuple:
     for n, row in enumerate(raw(name), 1):
         try:
             rec = model.model_validate(row)
-            rec.check_scope(db)
-        except ValueError as exc:  # pydantic.ValidationError is a ValueError
+            check(rec, db, None)
+        except (ValueError, InvalidInput) as exc:  # pydantic.ValidationError is a ValueError
             pytest.fail(f"{name}:{n}: {exc}")
         out.append(rec)
     return tuple(out)

@@ -20,11 +20,11 @@ import pytest
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.client import ElasticsearchEngine
-from kemem_es.engine.templates import install
-from kemem_es.ingest import Indexer
 from kemem_es.models import EventRecord
 from kemem_es.search.params import QueryParams
 from kemem_es.search.searcher import Searcher
+from kemem_es.store import BulkWriter, Scope, install
+from kemem_es.store.validation import validate_items
 
 DIMS = 8
 
@@ -62,7 +62,13 @@ class Recorder(BaseHTTPRequestHandler):
             return self._answer(404, None)
         if path.endswith("_bulk"):
             items = [
-                {"index": {"_id": line["index"]["_id"], "status": 201, "result": "created"}}
+                {
+                    "index": {
+                        "_id": line["index"].get("_id", "h"),
+                        "status": 201,
+                        "result": "created",
+                    }
+                }
                 for line in body[::2]
             ]
             return self._answer(200, {"errors": False, "items": items})
@@ -131,7 +137,7 @@ def test_dialect_is_detected_and_templates_use_dense_vector(es_url: str) -> None
         "index_options": {"type": "hnsw", "m": 16, "ef_construction": 128},
     }
     assert template["index_patterns"] == ["kemem-user-events-*"]
-    (created,) = sent("PUT", "/kemem-official-entities-v1")
+    (created,) = sent("PUT", "/kemem-official-entities-v2")
     assert created["aliases"] == {"kemem-official-entities": {"is_write_index": True}}
     assert "index.knn" not in created["settings"]
 
@@ -141,14 +147,18 @@ def test_bulk_lines_through_the_official_client(es_url: str) -> None:
     rec = EventRecord(
         id="e1", agent_id="a", user_id="u", description="吃火锅", created_at="2024-01-01 10:00:00"
     )
-    report = Indexer(engine, FakeEmbedder(), SplitTokenizer()).index_records(
-        [rec], "events", "user"
-    )
+    good, problems = validate_items([("record 1", rec)], "events", "user", DIMS)
+    assert not problems
+    report = BulkWriter(engine, FakeEmbedder(), SplitTokenizer()).write(good, "events")
     assert report.indexed == 1
-    (lines,) = sent("PUT", "/_bulk") or sent("POST", "/_bulk")
-    assert lines[0] == {"index": {"_index": "kemem-user-events", "_id": "e1"}}
+    lines, history = sent("PUT", "/_bulk") or sent("POST", "/_bulk")
+    doc_id = Scope.of(agent_id="a", user_id="u").doc_id("e1")
+    assert lines[0] == {"index": {"_index": "kemem-user-events", "_id": doc_id}}
+    assert lines[1]["id"] == "e1" and lines[1]["uid"] == doc_id
     assert lines[1]["description_tok"] == "吃 火 锅"
     assert len(lines[1]["vector"]) == DIMS
+    assert history[0] == {"index": {"_index": "kemem-history"}}
+    assert history[1]["event"] == "ADD" and history[1]["memory_id"] == "e1"
 
 
 @pytest.mark.parametrize("path", ["exact", "approx"])

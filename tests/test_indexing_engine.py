@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kemem_es.engine.templates import index_alias, install
 from kemem_es.errors import EngineUnavailable, InvalidInput, MappingConflict
+from kemem_es.store import Scope, install
+from kemem_es.store.layout import index_alias
+
+U1 = Scope.of(agent_id="qiyu", user_id="u1")
 
 pytestmark = pytest.mark.engine
 
@@ -58,7 +61,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 def test_templates_install_idempotently(kemem) -> None:
     first = kemem.init()
     assert {r.action for r in first} == {"created"}
-    assert len(first) == 4
+    assert len(first) == 5  # 2 databases × 2 kinds + history
     second = kemem.init()
     assert {r.action for r in second} == {"exists"}
     mapping = kemem.engine.get_index(index_alias(kemem.settings.index_prefix, "user", "events"))
@@ -81,7 +84,7 @@ def test_events_round_trip_and_rerun_changes_nothing(kemem, tmp_path: Path) -> N
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
     assert kemem.engine.count(alias) == 2
 
-    doc = kemem.engine.get(alias, "ev-1")
+    doc = kemem.engine.get(alias, U1.doc_id("ev-1"))
     assert doc is not None
     src_doc = doc["_source"]
     assert src_doc["description"] == EVENTS[0]["description"]
@@ -106,7 +109,7 @@ def test_entities_round_trip(kemem, tmp_path: Path) -> None:
     report = kemem.index_file(write_jsonl(tmp_path / "en.jsonl", ENTITIES), "entities", "user")
     assert report.indexed == 1
     alias = index_alias(kemem.settings.index_prefix, "user", "entities")
-    doc = kemem.engine.get(alias, "en-1")
+    doc = kemem.engine.get(alias, U1.doc_id("en-1"))
     assert doc is not None
     assert doc["_source"]["kind"] == "用户属性"
     assert doc["_source"]["updatetime"] == "2024-09-24T13:00:00"

@@ -125,10 +125,13 @@ def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> No
 
 def test_scope_filters_every_database() -> None:
     assert ev.scope_filters("user", "a", "u") == [
+        {"term": {"db": "user"}},
         {"term": {"agent_id": "a"}},
         {"term": {"user_id": "u"}},
     ]
-    assert {"term": {"db": "official"}} in ev.scope_filters("official", "a", "u")
+    official = ev.scope_filters("official", "a", "u")
+    assert {"term": {"db": "official"}} in official
+    assert not any("user_id" in f["term"] for f in official)
 
 
 def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> None:
