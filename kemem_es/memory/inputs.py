@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -65,7 +66,10 @@ def to_record_data(
         )  # type: ignore[list-item]
         if not text.strip():
             raise InvalidInput("text: no text to remember", field="text")
-        record = {"description": text, "created_at": now}
+        # Identified by its text alone: the same words said again are the same memory (NOOP),
+        # whenever they are said.
+        digest = hashlib.sha1(text.strip().encode()).hexdigest()[:24]
+        record = {"id": f"t{digest}", "description": text, "created_at": now}
     else:
         raise InvalidInput(f"data: cannot remember a {type(data).__name__}", field="data")
     for name, value in (("agent_id", scope.agent_id), ("user_id", scope.user_id)):

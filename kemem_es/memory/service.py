@@ -10,9 +10,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import Engine
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.errors import InvalidInput, KememError, NotFound
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
@@ -64,21 +66,25 @@ class MemoryService:
         now = datetime.now().astimezone()
         record_data = to_record_data(data, kind, scope, session_id, metadata, now)
         checked = self._validate(record_data, kind, scope)
+        said_now = not isinstance(data, Mapping | BaseModel)  # text/messages: time is "now"
         for _ in range(RETRIES):
             try:
-                return [self._upsert(checked, kind, refresh, actor)]
+                return [self._upsert(checked, kind, refresh, actor, said_now)]
             except ConcurrentChange:
                 continue
         raise KememError(f"memory {checked.memory_id!r} kept changing under us; try again")
 
-    def _upsert(self, c: Checked, kind: MemoryKind, refresh: bool, actor: str) -> AddResult:
-        """ADD a new memory, UPDATE one whose id exists with other content, NOOP otherwise."""
+    def _upsert(
+        self, c: Checked, kind: MemoryKind, refresh: bool, actor: str, said_now: bool
+    ) -> AddResult:
+        """ADD a new memory, UPDATE one whose id exists with other content, NOOP otherwise
+        (for text said again: the same words, session and metadata, whatever the time)."""
         h = content_hash(c.record, self.writer.embedder.name)
         try:
             stored: Stored | None = self.crud.fetch(c.scope, c.memory_id, kind)
-        except KememError:
+        except NotFound:
             stored = None
-        if stored and self._hash(stored) == h:
+        if stored and (self._hash(stored) == h or (said_now and _same_words(c, stored))):
             entry = history.entry(c.scope, c.memory_id, kind, "NOOP", actor, reason="unchanged")
             self.engine.bulk(history.bulk_lines(self.crud.prefix, [entry]))
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
@@ -227,3 +233,12 @@ class MemoryService:
         kind: MemoryKind | None = None,
     ) -> int:
         return self.crud.count(scope, filters, kind)
+
+
+def _same_words(c: Checked, stored: Stored) -> bool:
+    src = stored.source
+    return (
+        src.get("description") == c.record.description
+        and src.get("session_id") == c.record.session_id
+        and (src.get("metadata") or {}) == c.record.metadata
+    )

@@ -140,6 +140,8 @@ class Crud:
 
     def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
         with engine_errors("reading history"):
+            # History is read rarely and right after changes: make every entry visible first.
+            self.engine.refresh(history_alias(self.prefix))
             resp = self.engine.search(history_alias(self.prefix), history.query(scope, memory_id))
         return [
             history.to_entry(h["_source"]) for h in resp["hits"]["hits"] if scope.owns(h["_source"])

@@ -35,6 +35,7 @@ from kemem_es.store.scope import Scope
 
 # Kept when an import or an update rewrites a memory: what its life so far has earned it.
 LIFECYCLE_FIELDS = ("recall_count", "last_recalled_at")
+OPTIONAL_TERMS = {"place", "scene", "keyword", "user_name", "agent_name", "session_id"}
 
 
 class TextTokenizer(Protocol):
@@ -150,7 +151,8 @@ def to_document(
             description_tok=tok.index_text(record.description),
             updatetime=fmt_time(record.updatetime),
         )
-    return {k: v for k, v in doc.items() if v is not None}
+    # An empty optional value is stored as absent, so that `exists` filters mean something.
+    return {k: v for k, v in doc.items() if v is not None and not (k in OPTIONAL_TERMS and v == "")}
 
 
 _RECORD_FIELDS: dict[MemoryKind, tuple[str, ...]] = {
