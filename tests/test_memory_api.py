@@ -276,5 +276,5 @@ def test_official_database_crud(kemem) -> None:
     # A user of the agent recalls it, but cannot change it through a user scope.
     with pytest.raises(NotFound):
         kemem.get(r.id, **A)
-    kemem.delete(r.id, **off)
+    kemem.delete(r.id, **off, refresh=True)
     assert kemem.count(**off) == 0
