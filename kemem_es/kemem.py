@@ -182,7 +182,10 @@ class Kemem:
         items = [(f"record {i}", r) for i, r in enumerate(records, start=1)]
         good, problems = validate_items(items, kind, db, self.embedder.dim)
         if problems and not skip_invalid:
-            raise InvalidInput(f"{len(problems)} invalid record(s); nothing was written", problems)
+            raise InvalidInput(
+                f"{len(problems)} invalid record(s), nothing was written; first: {problems[0]}",
+                problems,
+            )
         report = self.writer.write(good, kind)
         report.rejected = problems + report.rejected
         return report

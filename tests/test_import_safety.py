@@ -1,0 +1,267 @@
+"""An import never half-writes: what the engine would refuse is refused first (naming the line
+and field), a failure part-way says how far it got, and a re-run resumes without duplicates."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from kemem_es.errors import InvalidInput, WriteInterrupted
+from kemem_es.store.bulk import approx_bytes
+from kemem_es.store.layout import index_alias
+
+pytestmark = pytest.mark.engine
+
+OK = {"agent_id": "qiyu", "user_id": "u1", "created_at": "2025-05-01 10:00:00"}
+
+
+def write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    return path
+
+
+def probes(dim: int) -> list[tuple[dict, str]]:
+    """(bad field values, the field the error must name): each one the engine would refuse or
+    would silently misread."""
+    return [
+        ({"created_at": "0999-01-01 00:00:00"}, "created_at"),
+        ({"created_at": "20250601"}, "created_at"),
+        ({"created_at": 20250601}, "created_at"),
+        ({"created_at": -1}, "created_at"),
+        ({"strength": float("inf")}, "strength"),
+        ({"strength": 1e308}, "strength"),
+        ({"keywords": ["长" * 12000]}, "keywords.0"),
+        ({"place": "长" * 12000}, "place"),
+        ({"user_name": "名" * 12000}, "user_name"),
+        ({"vector": [0.0] * dim}, "vector"),
+        ({"vector": [float("nan")] + [0.1] * (dim - 1)}, "vector"),
+        ({"vector": [0.1] * (dim + 1)}, "vector"),
+        ({"id": "长" * 200}, "id"),
+        ({"metadata": {"a": {"nested": 1}}}, "metadata"),
+    ]
+
+
+def test_every_probe_is_refused_with_its_line_and_nothing_is_written(kemem, tmp_path) -> None:
+    kemem.init()
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    for n, (bad, field) in enumerate(probes(kemem.embedder.dim)):
+        good = {**OK, "id": f"ok{n}", "description": "好的那条"}
+        path = tmp_path / f"p{n}.jsonl"
+        # json.dumps writes inf / nan as Infinity / NaN, as a careless producer would.
+        write(path, [good, {**OK, "description": "坏的那条", **bad}])
+        with pytest.raises(InvalidInput) as exc:
+            kemem.index_file(path, "events", "user")
+        assert exc.value.problems, bad
+        assert exc.value.problems[0].startswith(f"line 2: {field}"), (bad, exc.value.problems)
+        assert kemem.engine.count(alias) == 0
+
+
+def test_non_utf8_file_names_the_line(kemem, tmp_path) -> None:
+    kemem.init()
+    path = tmp_path / "gbk.jsonl"
+    good = json.dumps({**OK, "description": "好"}, ensure_ascii=False).encode()
+    bad = json.dumps({**OK, "description": "坏的"}, ensure_ascii=False).encode("utf-8")
+    path.write_bytes(good + b"\n" + bad.replace("坏的".encode(), "坏的".encode("gbk")) + b"\n")
+    with pytest.raises(InvalidInput) as exc:
+        kemem.index_file(path, "events", "user")
+    assert exc.value.problems == [
+        f"line 2: not valid UTF-8 (byte {bad.index('坏'.encode()) + 1}); save the file as UTF-8"
+    ]
+
+
+def test_offsets_are_kept(kemem) -> None:
+    kemem.init()
+    rows = [
+        {**OK, "id": "a", "description": "北京时间中午", "created_at": "2025-06-01T12:00:00+08:00"},
+        {**OK, "id": "b", "description": "同一时刻", "created_at": "2025-06-01 04:00:00Z"},
+    ]
+    kemem.index_records(rows, "events")
+    assert kemem.get("a", agent_id="qiyu", user_id="u1").created_at == "2025-06-01T12:00:00+08:00"
+    assert kemem.get("b", agent_id="qiyu", user_id="u1").created_at == "2025-06-01T04:00:00+00:00"
+    # The engine reads both as the same instant.
+    same = kemem.get_all(
+        agent_id="qiyu", user_id="u1", filters={"created_at": {"eq": "2025-06-01T04:00:00Z"}}
+    )
+    assert {m.id for m in same.results} == {"a", "b"}
+
+
+def test_strength_only_change_is_an_update_and_rewrites_keep_recall_counts(kemem) -> None:
+    kemem.init()
+    row = {**OK, "id": "s", "description": "木木喜欢蓝玫瑰"}
+    kemem.index_records([row], "events")
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    uid = kemem.get("s", agent_id="qiyu", user_id="u1")
+    kemem.engine.client.update(
+        index=alias,
+        id=__import__("kemem_es").store.Scope.of(agent_id="qiyu", user_id="u1").doc_id(uid.id),
+        body={"doc": {"recall_count": 4}},
+        refresh=True,
+    )
+    report = kemem.index_records([{**row, "strength": 30}], "events")
+    assert (report.indexed, report.updated, report.unchanged) == (0, 1, 0)
+    after = kemem.get("s", agent_id="qiyu", user_id="u1")
+    assert (after.strength, after.recall_count) == (30, 4)
+
+
+def test_batches_are_bounded_by_bytes(kemem) -> None:
+    kemem.init()
+    vec = [0.5] * kemem.embedder.dim
+    rows = [{**OK, "id": f"b{i}", "description": "长文本" * 300, "vector": vec} for i in range(30)]
+    kemem.writer.max_bytes = 40_000  # ≈ 4 documents a request
+    sent: list[int] = []
+    real_bulk = kemem.engine.bulk
+
+    def counting_bulk(lines, refresh=False):
+        if lines and "_id" in next(iter(lines[0].values())):
+            sent.append(sum(approx_bytes(d) for d in lines[1::2]))
+        return real_bulk(lines, refresh=refresh)
+
+    kemem.engine.bulk = counting_bulk
+    report = kemem.index_records(rows, "events")
+    assert report.indexed == 30
+    assert len(sent) >= 7 and max(sent) <= 40_000
+
+
+class Proxy:
+    """A loopback TCP proxy in front of the real engine that drops every connection (as if the
+    engine died) once ``kill_after`` bulk requests have gone through."""
+
+    def __init__(self, target_port: int, kill_after: int) -> None:
+        self.target = target_port
+        self.kill_after = kill_after
+        self.bulks = 0
+        self.dead = False
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.dead:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, request: bool) -> None:
+        try:
+            while not self.dead:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if request and b"/_bulk" in data.split(b"\r\n", 1)[0]:
+                    self.bulks += 1
+                    if self.bulks > self.kill_after:
+                        self.dead = True
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def close(self) -> None:
+        self.dead = True
+        self.sock.close()
+
+
+def test_engine_dying_mid_import_then_rerun_gives_the_exact_count(kemem, tmp_path) -> None:
+    from kemem_es import Kemem
+
+    kemem.init()
+    vec = [0.5] * kemem.embedder.dim
+    rows = [{**OK, "id": f"k{i}", "description": f"第{i}条", "vector": vec} for i in range(400)]
+    path = write(tmp_path / "big.jsonl", rows)
+    port = int(kemem.settings.url.rsplit(":", 1)[1])
+    proxy = Proxy(port, kill_after=5)  # history bulks count too: dies during the 3rd batch
+    settings = kemem.settings.model_copy(
+        update={"es_url": f"http://127.0.0.1:{proxy.port}", "es_timeout_s": 5.0}
+    )
+    dying = Kemem(settings)
+    dying.embedder = kemem.embedder
+    dying.writer.batch_size = 50
+    try:
+        with pytest.raises(WriteInterrupted) as exc:
+            dying.index_file(path, "events", "user")
+    finally:
+        proxy.close()
+    written = exc.value.written
+    assert 0 < written < 400
+    assert f"after {written} of 400" in str(exc.value) and "re-run" in str(exc.value)
+
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    report = kemem.index_file(path, "events", "user")
+    assert report.unchanged >= written
+    assert report.indexed + report.updated + report.unchanged == 400
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 400
+
+
+def _cli(kemem, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=300,
+    )
+
+
+def test_cli_memory_commands_and_confirmations(kemem, tmp_path) -> None:
+    kemem.init()
+    kemem.index_records(
+        [{**OK, "id": f"c{i}", "description": f"第{i}件"} for i in range(3)], "events"
+    )
+    scope = ["--user", "u1", "--agent", "qiyu"]
+    proc = _cli(kemem, "memory", "add", "木木今天去爬山了", *scope, "--json")
+    assert proc.returncode == 0, proc.stderr
+    added = json.loads(proc.stdout)[0]
+    assert added["event"] == "ADD"
+    proc = _cli(kemem, "memory", "get", added["id"], *scope, "--json")
+    assert json.loads(proc.stdout)["text"] == "木木今天去爬山了"
+    proc = _cli(kemem, "memory", "update", "c1", "第一件改过了", *scope)
+    assert proc.returncode == 0 and "UPDATE c1" in proc.stdout
+    proc = _cli(
+        kemem, "memory", "list", *scope, "--json", "--filter", '{"session_id": {"exists": false}}'
+    )
+    assert len(json.loads(proc.stdout)["results"]) == 4
+    proc = _cli(kemem, "memory", "history", "c1", *scope, "--json")
+    assert [h["event"] for h in json.loads(proc.stdout)] == ["ADD", "UPDATE"]
+    proc = _cli(kemem, "memory", "list", *scope, "--filter", "{bad json")
+    assert proc.returncode == 2 and "--filter: not valid JSON" in proc.stderr
+
+    # Deleting many asks; without a terminal it needs --yes and deletes nothing.
+    proc = _cli(kemem, "init", "--recreate")
+    assert proc.returncode == 2 and "would delete 4 memories of every agent" in proc.stderr
+    proc = _cli(kemem, "memory", "forget-user", *scope)
+    assert proc.returncode == 2 and "would delete 4" in proc.stderr and "--yes" in proc.stderr
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 4
+    proc = _cli(kemem, "memory", "forget-user", *scope, "--yes")
+    assert proc.returncode == 0 and "deleted 4" in proc.stdout
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 0
+
+    proc = _cli(kemem, "query", "你好", *scope, "--limit", "0")
+    assert proc.returncode == 2 and "option --limit" in proc.stderr
+    assert "Traceback" not in proc.stderr

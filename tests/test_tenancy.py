@@ -1,0 +1,109 @@
+"""Tenants can never see or damage each other, whatever ids they choose (real engine)."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from kemem_es import Kemem
+from kemem_es.errors import InvalidInput, NotFound
+
+pytestmark = pytest.mark.engine
+
+X1 = {"agent_id": "qiyu", "user_id": "u_x1"}
+X2 = {"agent_id": "lishen", "user_id": "u_x2"}
+X3 = {"agent_id": "qiyu", "user_id": "u_x3"}
+
+
+def rows(scope: dict, text: str, n: int = 3) -> list[dict]:
+    return [
+        {**scope, "id": f"m{i}", "description": f"{text}{i}", "created_at": "2025-05-01 10:00:00"}
+        for i in range(1, n + 1)
+    ]
+
+
+def test_same_explicit_ids_in_two_scopes_keep_both(kemem, tmp_path: Path) -> None:
+    kemem.init()
+    for scope, text in ((X1, "一号用户的记忆"), (X2, "二号用户的记忆")):
+        path = tmp_path / f"{scope['user_id']}.jsonl"
+        path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows(scope, text)))
+        report = kemem.index_file(path, "events", "user")
+        assert (report.indexed, report.updated) == (3, 0)
+    assert kemem.get("m1", **X1).text == "一号用户的记忆1"
+    assert kemem.get("m1", **X2).text == "二号用户的记忆1"
+    assert kemem.count(**X1) == 3 and kemem.count(**X2) == 3
+
+
+def test_index_records_runs_the_scope_rule(kemem) -> None:
+    kemem.init()
+    official_with_user = {**X1, "description": "官方设定", "created_at": "2025-01-01"}
+    with pytest.raises(InvalidInput) as exc:
+        kemem.index_records([official_with_user], "events", db="official")
+    assert exc.value.problems == [
+        "record 1: user_id: must be empty for the official database (shared by all users)"
+    ]
+    user_without_user = {"agent_id": "qiyu", "description": "谁的？", "created_at": "2025-01-01"}
+    with pytest.raises(InvalidInput, match="record 1: user_id: required"):
+        kemem.index_records([user_without_user], "events", db="user")
+    assert kemem.count(agent_id="qiyu", db="official") == 0
+
+
+def test_no_verb_reaches_another_users_memory(kemem) -> None:
+    kemem.init()
+    kemem.index_records(rows(X1, "一号的秘密"), "events")
+    kemem.index_records(rows(X3, "三号的秘密"), "events")
+    victim_id = "m1"  # a real id of X1's — X3 has an m1 too, but a different memory
+
+    # Read: X3 sees its own m1, never X1's.
+    assert kemem.get(victim_id, **X3).text == "三号的秘密1"
+    page = kemem.get_all(**X3)
+    assert all("一号" not in m.text for m in page.results)
+    resp = kemem.search("一号的秘密", **X3, threshold=0, limit=10)
+    assert all("一号" not in e.description for e in resp.memory_events)
+
+    # Update and delete through X3's scope change X3's memories only.
+    kemem.update(victim_id, "三号改了自己的", **X3)
+    kemem.delete("m2", **X3, refresh=True)
+    assert kemem.get("m1", **X1).text == "一号的秘密1"
+    assert kemem.get("m2", **X1).text == "一号的秘密2"
+    assert [h.event for h in kemem.history("m1", **X1)] == ["ADD"]
+
+    # An id that exists only for X1 is simply unknown to X3.
+    kemem.add("一号独有", **X1, refresh=True)
+    only_x1 = kemem.get_all(**X1, filters={"session_id": {"exists": False}}).results[0].id
+    for verb in (
+        lambda: kemem.get(only_x1, **X3),
+        lambda: kemem.update(only_x1, "篡改", **X3),
+        lambda: kemem.delete(only_x1, **X3),
+    ):
+        with pytest.raises(NotFound) as exc:
+            verb()
+        assert "一号" not in str(exc.value)
+    assert kemem.history(only_x1, **X3) == []
+    assert kemem.get(only_x1, **X1).text == "一号独有"
+
+    # delete_all of X3 leaves X1 whole.
+    kemem.delete_all(**X3)
+    assert kemem.count(**X1) == 4
+
+
+def test_concurrent_first_init_all_succeed(engine_settings, embedder) -> None:
+    import uuid
+
+    prefix = f"test-{uuid.uuid4().hex[:8]}"
+
+    def init() -> int:
+        km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix}))
+        km.embedder = embedder
+        return len(km.init())
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            assert list(pool.map(lambda _: init(), range(4))) == [5, 5, 5, 5]
+    finally:
+        km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix}))
+        for name in km.engine.client.indices.get(index=f"{prefix}-*"):
+            km.engine.delete_index(name)
