@@ -142,6 +142,10 @@ def drop_indices(km: Any) -> None:
                         engine.delete_index(name)
             with contextlib.suppress(Exception):
                 engine.client.indices.delete_index_template(name=alias)
+    history = f"{prefix}-history"
+    with contextlib.suppress(Exception):
+        for name in list(engine.get_index(history)):
+            engine.delete_index(name)
 
 
 def engine_settings(km: Any) -> dict[str, Any]:
