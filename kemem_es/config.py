@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     es_timeout_s: float = 30.0
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
     index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    default_agent_id: str = Field(
+        default="default", min_length=1, description="the agent of Memory API calls that name none"
+    )
 
     # Embedding model: a local ONNX directory, or a hub model id for users with internet.
     model_dir: Path | None = None

@@ -198,6 +198,12 @@ class Kemem:
         return {name: self.index_file(demo_path(name), kind, db) for name, kind, db in files}
 
     # -- the Memory API -------------------------------------------------------------------
+    def _scope(self, agent_id: str | None, user_id: str | None, db: str) -> Scope:
+        """The call's scope; an omitted agent is the configured default agent (never an empty
+        one: ``""`` is refused like any other invalid id)."""
+        agent = self.settings.default_agent_id if agent_id is None else agent_id
+        return Scope.of(agent_id=agent, user_id=user_id, db=db)
+
     @cached_property
     def memories(self) -> MemoryService:
         return MemoryService(self.engine, self.writer)
@@ -207,7 +213,7 @@ class Kemem:
         query: str,
         *,
         user_id: str,
-        agent_id: str,
+        agent_id: str | None = None,
         limit: int = 5,
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
@@ -218,7 +224,12 @@ class Kemem:
         if threshold is not None:
             options["score_threshold"] = threshold
         return self.query(
-            query, user_id=user_id, agent_id=agent_id, limit=limit, filters=filters, **options
+            query,
+            user_id=user_id,
+            agent_id=self._scope(agent_id, user_id, "user").agent_id,
+            limit=limit,
+            filters=filters,
+            **options,
         )
 
     def add(
@@ -226,7 +237,7 @@ class Kemem:
         data: AddInput,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         kind: MemoryKind = "events",
@@ -243,7 +254,7 @@ class Kemem:
                 "infer: no extractor is configured (infer=False stores the text as given)",
                 field="infer",
             )
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         self._ready(kind, db)
         return self.memories.add(data, scope, kind, session_id, metadata, refresh)
 
@@ -252,20 +263,18 @@ class Kemem:
         memory_id: str,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         kind: MemoryKind | None = None,
     ) -> Memory:
         """One memory by id, within the scope; NotFound for an unknown id (or another scope's)."""
-        return self.memories.get(
-            memory_id, Scope.of(agent_id=agent_id, user_id=user_id, db=db), kind
-        )
+        return self.memories.get(memory_id, self._scope(agent_id, user_id, db), kind)
 
     def get_all(
         self,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         filters: Mapping[str, Any] | None = None,
         kind: MemoryKind | None = None,
@@ -273,7 +282,7 @@ class Kemem:
         cursor: str | None = None,
     ) -> MemoryPage:
         """A page of the scope's memories, newest first; ``next_cursor`` fetches the next."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.get_all(scope, filters, kind, limit, cursor)
 
     def update(
@@ -282,13 +291,13 @@ class Kemem:
         data: str | Mapping[str, Any],
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         kind: MemoryKind | None = None,
         refresh: bool = False,
     ) -> AddResult:
         """Change some fields of a memory (a text changes its description); the rest stays."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.update(memory_id, data, scope, kind, refresh)
 
     def delete(
@@ -296,20 +305,20 @@ class Kemem:
         memory_id: str,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         kind: MemoryKind | None = None,
         refresh: bool = False,
     ) -> Memory:
         """Delete one memory (recorded in history); returns what was deleted."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.delete(memory_id, scope, kind, refresh)
 
     def delete_all(
         self,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         filters: Mapping[str, Any] | None = None,
         kind: MemoryKind | None = None,
@@ -318,20 +327,20 @@ class Kemem:
         """Delete every memory of one scope (matching ``filters``), events and entities.
         A scope is required: a user (user db) or, with ``db="official"``, an agent.
         ``forget=True`` also strips that scope's history of its texts. Returns the count."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.delete_all(scope, filters, kind, forget)
 
     def count(
         self,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
         filters: Mapping[str, Any] | None = None,
         kind: MemoryKind | None = None,
     ) -> int:
         """How many memories of the scope match ``filters`` (what delete_all would delete)."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.count(scope, filters, kind)
 
     def history(
@@ -339,9 +348,9 @@ class Kemem:
         memory_id: str,
         *,
         user_id: str | None = None,
-        agent_id: str,
+        agent_id: str | None = None,
         db: Database = "user",
     ) -> list[HistoryEntry]:
         """Every recorded change of a memory, oldest first (also after it was deleted)."""
-        scope = Scope.of(agent_id=agent_id, user_id=user_id, db=db)
+        scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope)

@@ -15,6 +15,8 @@ fi
 if [[ -z "${KEMEM_ES_URL:-}" ]]; then
   kemem-es engine start
 fi
+# Indices written by an older kemem-es (global ids) move to the per-scope layout; no-op otherwise.
+kemem-es migrate
 kemem-es demo
 kemem-es engine status
 if kemem-es --help | grep -q " query "; then

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.errors import InvalidInput, KememError, NotFound
 
 console = Console()
 err_console = Console(stderr=True)
@@ -19,6 +19,7 @@ EXIT_OK = 0
 EXIT_PARTIAL = 1  # some records rejected (with --skip-invalid), the rest written
 EXIT_INVALID = 2  # invalid input: nothing written
 EXIT_ERROR = 3  # engine, model or setup error
+EXIT_NOT_FOUND = 4  # no memory with that id in that scope
 
 MAX_PROBLEMS_SHOWN = 20
 
@@ -39,6 +40,9 @@ def guarded() -> Iterator[None]:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False)
         print_problems(exc.problems)
         raise typer.Exit(EXIT_INVALID) from None
+    except NotFound as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(EXIT_NOT_FOUND) from None
     except KememError as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(EXIT_ERROR) from None

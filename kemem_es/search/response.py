@@ -72,6 +72,27 @@ class QueryResponse(BaseModel):
         """JSON-ready dict using the contract's (Chinese) keys."""
         return self.model_dump(by_alias=True, exclude_none=True)
 
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """The Memory API view: events then entities as ``{"id", "memory", "score", "kind"}``
+        (what chat loops written against mem0-style APIs read)."""
+        events = [
+            {"id": e.index, "memory": e.description, "score": e.score, "kind": "events"}
+            for e in self.memory_events
+        ]
+        entities = [
+            {"id": n.index.get("index"), "memory": n.description, "score": n.score,
+             "kind": "entities"}
+            for n in self.memory_entities
+        ]  # fmt: skip
+        return events + entities
+
+    def __getitem__(self, key: str) -> Any:
+        """``resp["results"]`` and the contract's keys, for code that treats it as a dict."""
+        if key == "results":
+            return self.results
+        return self.to_contract()[key]
+
 
 class SimpleResponse(BaseModel):
     """The simplified variant: only the memory texts, in order of importance."""
