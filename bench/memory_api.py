@@ -114,7 +114,8 @@ def markdown(result: dict[str, Any]) -> str:
     ):
         p = result[key]
         rows.append(f"| {label} | {p['p50']:.2f} | {p['p95']:.2f} | {p['p99']:.2f} |")
-    head = f"Memory API on a {result['store']['docs']:,}-memory user store, {result['ops']} ops each"
+    docs = result["store"]["docs"]
+    head = f"Memory API on a {docs:,}-memory user store, {result['ops']} ops each"
     return head + "\n\n" + "\n".join(rows)
 
 

@@ -148,66 +148,39 @@ class Crud:
         ]
 
     # -- writes ---------------------------------------------------------------------------
+    def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
+                version: Stored | None = None) -> dict[str, Any]:  # fmt: skip
+        """A bulk action line on one memory; with ``version``, only if it is still that one."""
+        meta: dict[str, Any] = {"_index": self.alias(scope, kind), "_id": scope.doc_id(memory_id)}
+        if version is not None:
+            meta |= {"if_seq_no": version.seq_no, "if_primary_term": version.primary_term}
+        return {op: meta}
+
     def replace(
-        self,
-        scope: Scope,
-        stored: Stored,
-        doc: dict[str, Any],
-        entry: dict[str, Any],
+        self, scope: Scope, stored: Stored, doc: dict[str, Any], entry: dict[str, Any],
         refresh: bool,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Write a changed memory over the version that was read (conflict → retry above)."""
-        action = {
-            "index": {
-                "_index": self.alias(scope, stored.kind),
-                "_id": scope.doc_id(stored.memory_id),
-                "if_seq_no": stored.seq_no,
-                "if_primary_term": stored.primary_term,
-            }
-        }
+        action = self._action("index", scope, stored.kind, stored.memory_id, stored)
         self._bulk_one([action, doc], entry, refresh)
 
     def patch(
-        self,
-        scope: Scope,
-        stored: Stored,
-        doc: dict[str, Any],
-        entry: dict[str, Any],
+        self, scope: Scope, stored: Stored, doc: dict[str, Any], entry: dict[str, Any],
         refresh: bool,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """A partial update of the version that was read: fields not in ``doc`` (the vector,
         recall counts) stay as they are; fields set to None are cleared."""
-        action = {
-            "update": {
-                "_index": self.alias(scope, stored.kind),
-                "_id": scope.doc_id(stored.memory_id),
-                "if_seq_no": stored.seq_no,
-                "if_primary_term": stored.primary_term,
-            }
-        }
+        action = self._action("update", scope, stored.kind, stored.memory_id, stored)
         self._bulk_one([action, {"doc": doc}], entry, refresh)
 
     def create(
-        self,
-        scope: Scope,
-        kind: MemoryKind,
-        memory_id: str,
-        doc: dict[str, Any],
-        entry: dict[str, Any],
-        refresh: bool,
-    ) -> None:
-        action = {"create": {"_index": self.alias(scope, kind), "_id": scope.doc_id(memory_id)}}
-        self._bulk_one([action, doc], entry, refresh)
+        self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],
+        entry: dict[str, Any], refresh: bool,
+    ) -> None:  # fmt: skip
+        self._bulk_one([self._action("create", scope, kind, memory_id), doc], entry, refresh)
 
     def delete(self, scope: Scope, stored: Stored, actor: str, refresh: bool) -> None:
-        action = {
-            "delete": {
-                "_index": self.alias(scope, stored.kind),
-                "_id": scope.doc_id(stored.memory_id),
-                "if_seq_no": stored.seq_no,
-                "if_primary_term": stored.primary_term,
-            }
-        }
+        action = self._action("delete", scope, stored.kind, stored.memory_id, stored)
         entry = history.entry(
             scope, stored.memory_id, stored.kind, "DELETE", actor, old=stored.source
         )
@@ -243,9 +216,7 @@ class Crud:
             entries: list[dict[str, Any]] = []
             for src in batch:
                 mid = str(src.get("id", ""))
-                lines.append(
-                    {"delete": {"_index": self.alias(scope, kind_), "_id": scope.doc_id(mid)}}
-                )
+                lines.append(self._action("delete", scope, kind_, mid))
                 old = src if keep_text_in_history else None
                 event = "DELETE" if keep_text_in_history else "FORGET"
                 entries.append(history.entry(scope, mid, kind_, event, actor, old=old))

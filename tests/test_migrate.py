@@ -1,0 +1,66 @@
+"""Indices written with global ids (template version 1) are refused, then migrated."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kemem_es.errors import MappingConflict, NotFound
+from kemem_es.store.layout import index_alias
+from kemem_es.store.migrate import migrate
+from kemem_es.store.templates import index_body
+
+pytestmark = pytest.mark.engine
+
+
+def _v1_index(kemem, db: str, kind: str) -> str:
+    """An index as version 1 wrote it: no uid / meta fields, _meta version 1, global ids."""
+    body = copy.deepcopy(index_body(kind, kemem.engine.dialect, kemem.embedder.dim))
+    props = body["mappings"]["properties"]
+    props.pop("uid")
+    props.pop("meta")
+    body["mappings"]["_meta"]["kemem_template_version"] = 1
+    alias = index_alias(kemem.settings.index_prefix, db, kind)
+    kemem.engine.create_index(f"{alias}-v1", {**body, "aliases": {alias: {}}})
+    return alias
+
+
+def test_v1_is_refused_then_migrated_to_scoped_ids(kemem) -> None:
+    for db in ("user", "official"):
+        for kind in ("events", "entities"):
+            _v1_index(kemem, db, kind)
+    vec = [0.5] * kemem.embedder.dim
+    t = "2024-01-01T10:00:00"
+    doc = {"agent_id": "qiyu", "description": "旧的记忆", "created_at": t, "event_time": t,
+           "vector": vec, "metadata": {"mood": "ok"}}  # fmt: skip
+    user_alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    off_alias = index_alias(kemem.settings.index_prefix, "official", "events")
+    lines = [
+        {"index": {"_index": user_alias, "_id": "m1"}},
+        {**doc, "id": "m1", "db": "user", "user_id": "u1"},
+        {"index": {"_index": off_alias, "_id": "o1"}},
+        {**doc, "id": "o1", "db": "official"},
+        {"index": {"_index": off_alias, "_id": "bad"}},
+        {**doc, "id": "bad", "db": "official", "user_id": "u1"},  # broke the scope rule
+    ]
+    kemem.engine.bulk(lines, refresh=True)
+
+    with pytest.raises(MappingConflict, match="kemem-es migrate"):
+        kemem.add("新的", user_id="u1", agent_id="qiyu")
+    with pytest.raises(MappingConflict, match="kemem-es migrate"):
+        kemem.init()
+
+    reports = {r.alias: r for r in migrate(kemem.engine, kemem.embedder.dim)}
+    assert reports[user_alias].copied == 1
+    assert reports[off_alias].copied == 1 and len(reports[off_alias].skipped) == 1
+    assert kemem.get("m1", user_id="u1", agent_id="qiyu").text == "旧的记忆"
+    assert kemem.get("o1", agent_id="qiyu", db="official").text == "旧的记忆"
+    with pytest.raises(NotFound):
+        kemem.get("m1", user_id="u2", agent_id="qiyu")
+    page = kemem.get_all(user_id="u1", agent_id="qiyu", filters={"metadata.mood": "ok"})
+    assert [m.id for m in page.results] == ["m1"]
+    assert {r.action for r in kemem.init()} == {"exists"}
+    (added,) = kemem.add("新的", user_id="u1", agent_id="qiyu")
+    assert added.event == "ADD"
+    assert migrate(kemem.engine, kemem.embedder.dim) == []  # nothing left to migrate
