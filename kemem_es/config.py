@@ -48,6 +48,19 @@ class Settings(BaseSettings):
     lexicon_overrides: Path | None = Field(default=None, description="TSV word, assoc, level")
     idf_path: Path | None = Field(default=None, description="IDF table (kemem-es lexicon idf)")
 
+    # Memory lifecycle (dedup on write, recall reinforcement, clean-up).
+    dedup_threshold: float = Field(
+        default=0.9, gt=0, le=1, description="cosine above which a new fact updates an old one"
+    )
+    reinforce: bool = Field(default=True, description="recalled memories gain strength")
+    reinforce_amount: float = Field(default=15.0, ge=0, description="strength per recall")
+    reinforce_flush_s: float = Field(default=1.0, gt=0, description="background flush period")
+    cleanup_cap: int = Field(default=20_000, ge=1, description="a user's memories before trimming")
+    cleanup_ratio: float = Field(default=0.2, gt=0, lt=1, description="share of the weakest cut")
+    cleanup_inactive_days: float = Field(default=90.0, gt=0)
+    cleanup_min_capacity: int = Field(default=1_000, ge=0, description="kept for inactive users")
+    cleanup_interval_days: float = Field(default=7.0, ge=0, description="per user, at most")
+
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         self.home = self.home.expanduser()

@@ -5,26 +5,32 @@ service runs the Memory API."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
 from kemem_es.errors import InvalidInput, invalid_options
-from kemem_es.ingest import read_jsonl
+from kemem_es.ingest.reader import line_no, read_jsonl
 from kemem_es.memory import MemoryService
+from kemem_es.memory.cleanup import Policy, UserCleanup
+from kemem_es.memory.cleanup import cleanup as run_cleanup
+from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput
+from kemem_es.memory.strength import Reinforcer
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.templates import ensure_compatible
+from kemem_es.store.layout import index_alias
+from kemem_es.store.scope import query_scopes
+from kemem_es.store.templates import ensure_compatible, install_users
 from kemem_es.store.validation import validate_items
 
 DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
@@ -50,6 +56,7 @@ class Kemem:
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self.settings = settings or get_settings(**overrides)
         self._checked: set[tuple[str, str]] = set()
+        self.hooks = Hooks()
 
     @cached_property
     def engine(self) -> Engine:
@@ -98,7 +105,79 @@ class Kemem:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
             raise invalid_options(exc) from None
-        return self.searcher.query(text, params)
+        resp = self.searcher.query(text, params)
+        if self.hooks.after_search:
+            ctx = HookContext(agent_id, user_id, "user", query=text)
+            resp = self.hooks.run_after_search(resp, ctx)
+        self._recalled(params, resp)
+        return resp
+
+    # -- lifecycle: reinforcement, clean-up -----------------------------------------------
+    @cached_property
+    def reinforcer(self) -> Reinforcer:
+        """Background strength updates (and user activity); created on first use."""
+        install_users(self.engine)
+        s = self.settings
+        return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
+
+    def _recalled(self, params: QueryParams, resp: QueryResponse) -> None:
+        """Queue +strength for every memory the query returned (off the critical path)."""
+        user, official = query_scopes(params.agent_id, params.user_id)
+        scopes = {"user": user, "official": official}
+        prefix = self.settings.index_prefix
+        if self.settings.reinforce:
+            keys = [
+                (index_alias(prefix, e.db, "events"), scopes[e.db].doc_id(e.index))  # type: ignore[index]
+                for e in resp.memory_events
+            ] + [
+                (index_alias(prefix, n.db, "entities"), scopes[n.db].doc_id(str(n.index["index"])))  # type: ignore[index]
+                for n in resp.memory_entities
+            ]
+            if keys:
+                self.reinforcer.recalled(keys, datetime.now(timezone.utc))
+        self.reinforcer.active(user)
+
+    def flush(self) -> int:
+        """Write queued reinforcement now (it is written in the background anyway)."""
+        return self.reinforcer.flush() if "reinforcer" in self.__dict__ else 0
+
+    def close(self) -> None:
+        """Flush what is queued and stop the background writer."""
+        if "reinforcer" in self.__dict__:
+            self.reinforcer.close()
+
+    def __enter__(self) -> Kemem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def cleanup(
+        self,
+        *,
+        dry_run: bool = False,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        now: datetime | None = None,
+        **policy: Any,
+    ) -> list[UserCleanup]:
+        """Forget the weakest memories of users who reached the cap or went inactive (policy
+        from settings, overridable: cap, ratio, inactive_days, min_capacity, interval_days)."""
+        s = self.settings
+        defaults = {
+            "cap": s.cleanup_cap,
+            "ratio": s.cleanup_ratio,
+            "inactive_days": s.cleanup_inactive_days,
+            "min_capacity": s.cleanup_min_capacity,
+            "interval_days": s.cleanup_interval_days,
+        }
+        unknown = set(policy) - set(defaults)
+        if unknown:
+            raise InvalidInput(f"{sorted(unknown)[0]}: unknown option", field=sorted(unknown)[0])
+        install_users(self.engine)
+        self.flush()  # activity recorded so far counts
+        rules = Policy(**{**defaults, **policy})
+        return run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
 
     def query_simple(
         self, text: str, *, user_id: str, agent_id: str, **options: Any
@@ -154,20 +233,13 @@ class Kemem:
         db: Database = "user",
         skip_invalid: bool = False,
         on_progress: Callable[[int, int], None] | None = None,
+        dedup: bool = False,
     ) -> IndexReport:
         """Validate a whole JSONL file, then index it. Invalid records raise InvalidInput and
-        nothing is written, unless ``skip_invalid`` (then they are listed in the report)."""
-        self._ready(kind, db)
-        good, problems = read_jsonl(Path(path), kind, db, self.embedder.dim)
-        if problems and not skip_invalid:
-            raise InvalidInput(
-                f"{path}: {len(problems)} invalid record(s); nothing was written "
-                "(fix them, or pass --skip-invalid to index the valid ones)",
-                problems,
-            )
-        report = self.writer.write(good, kind, on_progress)
-        report.rejected = problems + report.rejected
-        return report
+        nothing is written, unless ``skip_invalid`` (then they are listed in the report).
+        ``dedup`` folds records into similar existing memories (off: an exact replay)."""
+        items, problems = read_jsonl(Path(path))
+        return self._import(items, problems, kind, db, skip_invalid, on_progress, dedup, path)
 
     def index_records(
         self,
@@ -175,20 +247,64 @@ class Kemem:
         kind: MemoryKind,
         db: Database = "user",
         skip_invalid: bool = False,
+        dedup: bool = False,
     ) -> IndexReport:
         """Like ``index_file`` for records in memory: the same validation (scope rule included),
         problems named ``record N`` (1-based)."""
-        self._ready(kind, db)
         items = [(f"record {i}", r) for i, r in enumerate(records, start=1)]
-        good, problems = validate_items(items, kind, db, self.embedder.dim)
+        return self._import(items, [], kind, db, skip_invalid, None, dedup, None)
+
+    def _import(
+        self,
+        items: list[tuple[str, Any]],
+        problems: list[str],
+        kind: MemoryKind,
+        db: Database,
+        skip_invalid: bool,
+        on_progress: Callable[[int, int], None] | None,
+        dedup: bool,
+        path: Path | None,
+    ) -> IndexReport:
+        """Hooks, then validation of everything, then (dedup and) the bulk write."""
+        self._ready(kind, db)
+        if self.hooks.before_write:
+            items = self._hooked(items, kind, db, problems)
+        good, invalid = validate_items(items, kind, db, self.embedder.dim)
+        problems = sorted(problems + invalid, key=line_no)
         if problems and not skip_invalid:
+            where = f"{path}: " if path else ""
+            hint = " (fix them, or pass --skip-invalid to index the valid ones)" if path else ""
             raise InvalidInput(
-                f"{len(problems)} invalid record(s), nothing was written; first: {problems[0]}",
+                f"{where}{len(problems)} invalid record(s); nothing was written{hint}; "
+                f"first: {problems[0]}",
                 problems,
             )
-        report = self.writer.write(good, kind)
+        merged = dups = 0
+        if dedup:
+            good, merged, dups = self.memories.dedup_imports(good, kind)
+        report = self.writer.write(good, kind, on_progress)
+        report.merged, report.duplicates = merged, dups
         report.rejected = problems + report.rejected
         return report
+
+    def _hooked(
+        self, items: list[tuple[str, Any]], kind: MemoryKind, db: Database, problems: list[str]
+    ) -> list[tuple[str, Any]]:
+        """before_write hooks on every record (as dicts); a rejection becomes a problem."""
+        out = []
+        for label, item in items:
+            data = item.model_dump() if isinstance(item, BaseModel) else item
+            if not isinstance(data, dict):
+                out.append((label, item))
+                continue
+            ctx = HookContext(str(data.get("agent_id")), data.get("user_id"), db, kind)
+            try:
+                (data,) = self.hooks.run_before_write([data], ctx, [label])
+            except Rejected as exc:
+                problems.append(str(exc))
+                continue
+            out.append((label, data))
+        return out
 
     def index_demo(
         self, files: Iterable[tuple[str, MemoryKind, Database]] = DEMO_FILES
@@ -206,7 +322,7 @@ class Kemem:
 
     @cached_property
     def memories(self) -> MemoryService:
-        return MemoryService(self.engine, self.writer)
+        return MemoryService(self.engine, self.writer, self.settings.dedup_threshold)
 
     def search(
         self,
@@ -244,11 +360,14 @@ class Kemem:
         db: Database = "user",
         infer: bool = False,
         refresh: bool = False,
+        dedup: bool = True,
     ) -> list[AddResult]:
         """Remember ``data``: a text, chat messages (``[{"role", "content"}, ...]``, stored as
         one event of the turns joined), or a record (dict / EventRecord / EntityRecord).
         Returns each stored memory with the action taken (ADD / UPDATE / NOOP).
-        ``refresh=True`` makes it searchable before returning (else within a second)."""
+        ``refresh=True`` makes it searchable before returning (else within a second).
+        ``dedup``: a new fact close to an existing one (cosine ≥ KEMEM_DEDUP_THRESHOLD)
+        updates it, an exact duplicate is a NOOP; each result says which and why."""
         if infer:
             raise InvalidInput(
                 "infer: no extractor is configured (infer=False stores the text as given)",
@@ -256,7 +375,14 @@ class Kemem:
             )
         scope = self._scope(agent_id, user_id, db)
         self._ready(kind, db)
-        return self.memories.add(data, scope, kind, session_id, metadata, refresh)
+        record = self.memories.prepare(data, scope, kind, session_id, metadata)
+        if self.hooks.before_write:
+            ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
+            (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
+        said_now = not isinstance(data, Mapping | BaseModel)
+        results = self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
+        self.reinforcer.active(scope)
+        return results
 
     def get(
         self,

@@ -61,7 +61,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 def test_templates_install_idempotently(kemem) -> None:
     first = kemem.init()
     assert {r.action for r in first} == {"created"}
-    assert len(first) == 5  # 2 databases × 2 kinds + history
+    assert len(first) == 6  # 2 databases × 2 kinds + history + user state
     second = kemem.init()
     assert {r.action for r in second} == {"exists"}
     mapping = kemem.engine.get_index(index_alias(kemem.settings.index_prefix, "user", "events"))

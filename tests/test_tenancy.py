@@ -102,7 +102,7 @@ def test_concurrent_first_init_all_succeed(engine_settings, embedder) -> None:
 
     try:
         with ThreadPoolExecutor(4) as pool:
-            assert list(pool.map(lambda _: init(), range(4))) == [5, 5, 5, 5]
+            assert list(pool.map(lambda _: init(), range(4))) == [6, 6, 6, 6]
     finally:
         km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix}))
         for name in km.engine.client.indices.get(index=f"{prefix}-*"):

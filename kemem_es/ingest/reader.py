@@ -7,9 +7,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from kemem_es.models import Database, MemoryKind
-from kemem_es.store.validation import Checked, validate_items
-
 
 def _parsed(raw_lines: list[bytes], problems: list[str]) -> Iterator[tuple[str, object]]:
     for no, raw in enumerate(raw_lines, start=1):
@@ -33,16 +30,16 @@ def _parsed(raw_lines: list[bytes], problems: list[str]) -> Iterator[tuple[str, 
         yield f"line {no}", data
 
 
-def read_jsonl(
-    path: Path, kind: MemoryKind, db: Database, dim: int | None = None
-) -> tuple[list[Checked], list[str]]:
-    """Read a whole JSONL file (UTF-8, a BOM tolerated) and validate every line."""
+def read_jsonl(path: Path) -> tuple[list[tuple[str, dict]], list[str]]:
+    """Read a whole JSONL file (UTF-8, a BOM tolerated): ("line N", object) pairs to validate,
+    and the lines that are not even JSON objects."""
     data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
     problems: list[str] = []
-    good, invalid = validate_items(_parsed(data.splitlines(), problems), kind, db, dim)
-    return good, sorted(problems + invalid, key=_line_no)
+    items = list(_parsed(data.splitlines(), problems))
+    return items, problems  # type: ignore[return-value]
 
 
-def _line_no(problem: str) -> int:
+def line_no(problem: str) -> int:
+    """The line number a problem names (0 when it names none), to sort problems by line."""
     head = problem.split(":", 1)[0]
     return int(head.split()[-1]) if head.split()[-1].isdigit() else 0

@@ -7,15 +7,16 @@ one :class:`Scope`, and records what it changed in the history index.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.client import Engine
+from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput, KememError, NotFound
+from kemem_es.memory.dedup import decide, merged_changes, nearest
 from kemem_es.memory.inputs import AddInput, to_record_data
+from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
@@ -28,18 +29,21 @@ from kemem_es.store.documents import (
     to_memory,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
+from kemem_es.store.layout import index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import Checked, validate_items
 
 RETRIES = 3
+DEDUP_CHUNK = 256
 FIXED_FIELDS = ("id", "agent_id", "user_id", "db")  # an update cannot move a memory
 
 
 class MemoryService:
-    def __init__(self, engine: Engine, writer: BulkWriter) -> None:
+    def __init__(self, engine: Engine, writer: BulkWriter, dedup_threshold: float = 0.9) -> None:
         self.engine = engine
         self.writer = writer
         self.crud = Crud(engine)
+        self.dedup_threshold = dedup_threshold
 
     @property
     def dim(self) -> int:
@@ -53,45 +57,84 @@ class MemoryService:
         return good[0]
 
     # -- add ------------------------------------------------------------------------------
-    def add(
+    def prepare(
         self,
         data: AddInput,
         scope: Scope,
         kind: MemoryKind = "events",
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Record data for ``add``'s input, in the call's scope (before hooks and validation)."""
+        now = datetime.now().astimezone()
+        return to_record_data(data, kind, scope, session_id, metadata, now)
+
+    def add_records(
+        self,
+        records: list[dict[str, Any]],
+        scope: Scope,
+        kind: MemoryKind = "events",
         refresh: bool = False,
         actor: str = "api",
+        dedup: bool = True,
+        said_now: bool = False,
     ) -> list[AddResult]:
-        now = datetime.now().astimezone()
-        record_data = to_record_data(data, kind, scope, session_id, metadata, now)
-        checked = self._validate(record_data, kind, scope)
-        said_now = not isinstance(data, Mapping | BaseModel)  # text/messages: time is "now"
-        for _ in range(RETRIES):
-            try:
-                return [self._upsert(checked, kind, refresh, actor, said_now)]
-            except ConcurrentChange:
-                continue
-        raise KememError(f"memory {checked.memory_id!r} kept changing under us; try again")
+        """Validate every record first (one bad record: nothing written), then write each as
+        ADD / UPDATE / NOOP (see ``_add_one``)."""
+        checked = [self._validate(r, kind, scope) for r in records]
+        results = []
+        for c in checked:
+            for _ in range(RETRIES):
+                try:
+                    results.append(self._add_one(c, kind, refresh, actor, dedup, said_now))
+                    break
+                except ConcurrentChange:
+                    continue
+            else:
+                raise KememError(f"memory {c.memory_id!r} kept changing under us; try again")
+        return results
 
-    def _upsert(
-        self, c: Checked, kind: MemoryKind, refresh: bool, actor: str, said_now: bool
-    ) -> AddResult:
-        """ADD a new memory, UPDATE one whose id exists with other content, NOOP otherwise
-        (for text said again: the same words, session and metadata, whatever the time)."""
+    def _add_one(
+        self, c: Checked, kind: MemoryKind, refresh: bool, actor: str, dedup: bool,
+        said_now: bool,
+    ) -> AddResult:  # fmt: skip
+        """The same id: NOOP when unchanged (for text said again: the same words, session and
+        metadata, whatever the time), else UPDATE. A new id: with ``dedup``, the nearest memory
+        decides (dedup.decide); else ADD."""
         h = content_hash(c.record, self.writer.embedder.name)
         try:
             stored: Stored | None = self.crud.fetch(c.scope, c.memory_id, kind)
         except NotFound:
             stored = None
         if stored and (self._hash(stored) == h or (said_now and _same_words(c, stored))):
-            entry = history.entry(c.scope, c.memory_id, kind, "NOOP", actor, reason="unchanged")
-            self.engine.bulk(history.bulk_lines(self.crud.prefix, [entry]))
+            self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
+        vector = self.writer.vectors([c.record])[0]
+        if stored is None and dedup:
+            (match,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
+            decision = decide(c.record.description, match, self.dedup_threshold)
+            if match is not None and decision == "NOOP":
+                self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
+                return AddResult(
+                    id=match.memory_id,
+                    event="NOOP",
+                    memory=to_memory(match.source, kind),
+                    matched_id=match.memory_id,
+                    similarity=round(match.similarity, 4),
+                )
+            if match is not None and decision == "UPDATE":
+                changes = {**merged_changes(c.record, match), "vector": vector}
+                res = self.update(
+                    match.memory_id, changes, c.scope, kind, refresh, actor,
+                    reason="dedup", similarity=match.similarity,
+                )  # fmt: skip
+                return res.model_copy(
+                    update={"matched_id": match.memory_id, "similarity": round(match.similarity, 4)}
+                )
         self.writer._learn_names([c.record])
         doc = to_document(c.record, c.scope, self.writer.tokenizer, c.memory_id)
         doc["content_hash"] = h
-        doc["vector"] = self.writer.vectors([c.record])[0]
+        doc["vector"] = vector
         if stored is None:
             entry = history.entry(c.scope, c.memory_id, kind, "ADD", actor, new=doc)
             self.crud.create(c.scope, kind, c.memory_id, doc, entry, refresh)
@@ -107,6 +150,55 @@ class MemoryService:
             memory=to_memory(doc, kind),
             previous=stored.source.get("description"),
         )
+
+    def dedup_imports(
+        self, items: list[Checked], kind: MemoryKind, actor: str = "import"
+    ) -> tuple[list[Checked], int, int]:
+        """Dedup for a bulk import: records whose id is new are compared with their nearest
+        memory; duplicates are dropped (NOOP), near-duplicates folded into the existing memory
+        (UPDATE). Returns (what is left to write, merged, duplicates)."""
+        left: list[Checked] = []
+        merged = dups = 0
+        for lo in range(0, len(items), DEDUP_CHUNK):
+            chunk = items[lo : lo + DEDUP_CHUNK]
+            existing: set[str] = set()
+            for db in {c.scope.db for c in chunk}:
+                ids = [c.doc_id for c in chunk if c.scope.db == db]
+                alias = index_alias(self.crud.prefix, db, kind)
+                with engine_errors("looking up memories"):
+                    existing |= set(self.engine.mget(alias, ids, ["id"]))
+            new = [c for c in chunk if c.doc_id not in existing]
+            left += [c for c in chunk if c.doc_id in existing]
+            vectors = self.writer.vectors([c.record for c in new])
+            triples = [(c.scope, c.record, v) for c, v in zip(new, vectors, strict=True)]
+            matches = nearest(self.engine, triples, kind)
+            for c, vec, match in zip(new, vectors, matches, strict=True):
+                decision = decide(c.record.description, match, self.dedup_threshold)
+                if match is None or decision == "ADD":
+                    left.append(replace(c, embedded=vec))
+                elif decision == "NOOP":
+                    self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
+                    dups += 1
+                else:
+                    changes = {**merged_changes(c.record, match), "vector": vec}
+                    self.update(
+                        match.memory_id, changes, c.scope, kind, False, actor,
+                        reason="dedup", similarity=match.similarity,
+                    )  # fmt: skip
+                    merged += 1
+        return left, merged, dups
+
+    def _noop(
+        self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str, reason: str,
+        similarity: float | None = None,
+    ) -> None:  # fmt: skip
+        entry = history.entry(
+            scope, memory_id, kind, "NOOP", actor, reason=reason,
+            similarity=None if similarity is None else round(similarity, 4),
+            matched_id=memory_id if similarity is not None else None,
+        )  # fmt: skip
+        with engine_errors("recording history"):
+            self.engine.bulk(history.bulk_lines(self.crud.prefix, [entry]))
 
     @staticmethod
     def _hash(stored: Stored) -> str | None:
@@ -140,9 +232,12 @@ class MemoryService:
         kind: MemoryKind | None = None,
         refresh: bool = False,
         actor: str = "api",
+        reason: str | None = None,
+        similarity: float | None = None,
     ) -> AddResult:
-        """A partial update: only the given fields change; strength (unless given), recall
-        counts and created_at survive; updatetime becomes now unless given."""
+        """A partial update: only the given fields change; recall counts and created_at
+        survive; updatetime becomes now unless given; strength grows by the Ebbinghaus rule
+        (the time since the last write) unless given."""
         changes = {"description": data} if isinstance(data, str) else dict(data)
         if not changes:
             raise InvalidInput("data: nothing to update", field="data")
@@ -155,7 +250,7 @@ class MemoryService:
         for _ in range(RETRIES):
             stored = self.crud.fetch(scope, memory_id, kind)
             try:
-                return self._update(stored, changes, scope, refresh, actor)
+                return self._update(stored, changes, scope, refresh, actor, reason, similarity)
             except ConcurrentChange:
                 continue
         raise KememError(f"memory {memory_id!r} kept changing under us; try again")
@@ -167,11 +262,14 @@ class MemoryService:
         scope: Scope,
         refresh: bool,
         actor: str,
+        reason: str | None = None,
+        similarity: float | None = None,
     ) -> AddResult:
         kind = stored.kind
+        now = datetime.now().astimezone()
         merged = stored_record_data(stored.source, kind) | changes
         if "updatetime" not in changes:
-            merged["updatetime"] = datetime.now().astimezone()
+            merged["updatetime"] = now
         c = self._validate(merged, kind, scope)
         self.writer._learn_names([c.record])
         doc = to_document(c.record, scope, self.writer.tokenizer, stored.memory_id)
@@ -179,15 +277,20 @@ class MemoryService:
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):
             doc["vector"] = self.writer.vectors([c.record])[0]
-        for f in (*LIFECYCLE_FIELDS, "indexed_at"):
+        for f in LIFECYCLE_FIELDS:
             doc.pop(f, None)
         if "strength" not in changes:
-            doc.pop("strength", None)
+            last = parse_instant(stored.source.get("indexed_at")) or now
+            gain = ebbinghaus_gain(now - last)
+            doc["strength"] = float(stored.source.get("strength") or 0.0) + gain
         # Fields the new version no longer has are cleared, not left behind.
         for f in stored.source:
             if f not in doc and f not in (*LIFECYCLE_FIELDS, "strength", "indexed_at"):
                 doc[f] = None
-        entry = history.entry(scope, stored.memory_id, kind, "UPDATE", actor, stored.source, doc)
+        entry = history.entry(
+            scope, stored.memory_id, kind, "UPDATE", actor, stored.source, doc, reason=reason,
+            similarity=None if similarity is None else round(similarity, 4),
+        )  # fmt: skip
         self.crud.patch(scope, stored, doc, entry, refresh)
         after = {**stored.source, **{k: v for k, v in doc.items() if v is not None}}
         return AddResult(

@@ -59,6 +59,8 @@ class IndexReport:
     unchanged: int = 0
     rejected: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    merged: int = 0  # dedup: folded into a similar existing memory (UPDATE)
+    duplicates: int = 0  # dedup: the same as an existing memory (NOOP)
 
     @property
     def written(self) -> int:
@@ -73,11 +75,19 @@ class IndexReport:
         self.updated += other.updated
         self.unchanged += other.unchanged
         self.rejected += other.rejected
+        self.merged += other.merged
+        self.duplicates += other.duplicates
 
     def summary(self) -> str:
+        dedup = (
+            f", merged into similar {self.merged}, duplicates {self.duplicates}"
+            if self.merged or self.duplicates
+            else ""
+        )
         return (
-            f"indexed {self.indexed}, updated {self.updated}, unchanged {self.unchanged}, "
-            f"rejected {len(self.rejected)} in {self.seconds:.2f} s ({self.docs_per_s:.0f} docs/s)"
+            f"indexed {self.indexed}, updated {self.updated}, unchanged {self.unchanged}"
+            f"{dedup}, rejected {len(self.rejected)} in {self.seconds:.2f} s "
+            f"({self.docs_per_s:.0f} docs/s)"
         )
 
 
@@ -191,7 +201,7 @@ class BulkWriter:
         report.unchanged += len(chunk) - len(todo)
         if not todo:
             return []
-        vectors = self.vectors([c.record for c, _ in todo])
+        vectors = self.vectors([c.record for c, _ in todo], [c.embedded for c, _ in todo])
         batches: list[_Batch] = []
         cur = _Batch([], {}, {})
         size = 0
@@ -226,10 +236,16 @@ class BulkWriter:
             self.tokenizer.add_words(sorted(names))
             self._known_names |= names
 
-    def vectors(self, records: Sequence[MemoryRecord]) -> list[list[float]]:
-        """Supplied vectors (checked during validation) as given; the rest embedded in one go."""
-        out: list[list[float]] = [r.vector or [] for r in records]
-        need = [i for i, r in enumerate(records) if r.vector is None]
+    def vectors(
+        self,
+        records: Sequence[MemoryRecord],
+        known: Sequence[list[float] | None] | None = None,
+    ) -> list[list[float]]:
+        """Supplied vectors (checked during validation) and ones already computed (``known``)
+        as given; the rest embedded in one go."""
+        known = known or [None] * len(records)
+        out: list[list[float]] = [r.vector or k or [] for r, k in zip(records, known, strict=True)]
+        need = [i for i, v in enumerate(out) if not v]
         if need:
             embedded = self.embedder.embed([embed_text(records[i]) for i in need])
             for i, vec in zip(need, embedded, strict=True):

@@ -20,7 +20,14 @@ from kemem_es.errors import InvalidInput, NotFound
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
 from kemem_es.store.filters import compile_filters
-from kemem_es.store.layout import HEAVY_FIELDS, KINDS, UID_FIELD, history_alias, index_alias
+from kemem_es.store.layout import (
+    HEAVY_FIELDS,
+    KINDS,
+    UID_FIELD,
+    history_alias,
+    index_alias,
+    kind_of_index,
+)
 from kemem_es.store.scope import Scope
 
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
@@ -121,12 +128,9 @@ class Crud:
         indices = ",".join(self.alias(scope, k) for k in kinds)
         with engine_errors("listing memories"):
             hits = self.engine.search(indices, body)["hits"]["hits"]
-        out = [(self._kind_of(h["_index"]), h["_source"]) for h in hits]
+        out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
         nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
         return out, nxt
-
-    def _kind_of(self, index: str) -> MemoryKind:
-        return "entities" if "-entities" in index else "events"
 
     def count(
         self,
@@ -212,24 +216,8 @@ class Crud:
         user should not leave their words behind in the history)."""
         deleted = 0
         for kind_, batch in self._pages_to_delete(scope, filters, kind):
-            lines: list[dict[str, Any]] = []
-            entries: list[dict[str, Any]] = []
-            for src in batch:
-                mid = str(src.get("id", ""))
-                lines.append(self._action("delete", scope, kind_, mid))
-                old = src if keep_text_in_history else None
-                event = "DELETE" if keep_text_in_history else "FORGET"
-                entries.append(history.entry(scope, mid, kind_, event, actor, old=old))
-            with engine_errors("deleting memories"):
-                resp = self.engine.bulk(lines)
-                ok = [
-                    e
-                    for e, item in zip(entries, resp["items"], strict=True)
-                    if item["delete"].get("result") == "deleted"
-                ]
-                deleted += len(ok)
-                if ok:
-                    self.engine.bulk(history.bulk_lines(self.prefix, ok))
+            rows = [(kind_, src) for src in batch]
+            deleted += self.delete_sources(scope, rows, actor, keep_text=keep_text_in_history)
         if not keep_text_in_history:
             self._forget_history(scope, filters)
         with engine_errors("refreshing"):
@@ -237,6 +225,37 @@ class Crud:
                 self.engine.refresh(self.alias(scope, k))
             self.engine.refresh(history_alias(self.prefix))
         return deleted
+
+    def delete_sources(
+        self,
+        scope: Scope,
+        rows: Sequence[tuple[MemoryKind, dict[str, Any]]],
+        actor: str,
+        keep_text: bool = True,
+        reason: str | None = None,
+    ) -> int:
+        """Delete these memories (as listed by a search) with a history entry each; returns how
+        many were deleted (one deleted meanwhile by someone else is not counted twice)."""
+        if not rows:
+            return 0
+        lines: list[dict[str, Any]] = []
+        entries: list[dict[str, Any]] = []
+        for kind, src in rows:
+            mid = str(src.get("id", ""))
+            lines.append(self._action("delete", scope, kind, mid))
+            old = src if keep_text else None
+            event = "DELETE" if keep_text else "FORGET"
+            entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
+        with engine_errors("deleting memories"):
+            resp = self.engine.bulk(lines)
+            ok = [
+                e
+                for e, item in zip(entries, resp["items"], strict=True)
+                if item["delete"].get("result") == "deleted"
+            ]
+            if ok:
+                self.engine.bulk(history.bulk_lines(self.prefix, ok))
+        return len(ok)
 
     def _pages_to_delete(
         self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None

@@ -29,5 +29,15 @@ def history_alias(prefix: str) -> str:
     return f"{prefix}-history"
 
 
+def users_alias(prefix: str) -> str:
+    """Per-user lifecycle state: last activity, last clean-up."""
+    return f"{prefix}-users"
+
+
 def all_aliases(prefix: str, kinds: tuple[MemoryKind, ...] = KINDS) -> list[str]:
     return [index_alias(prefix, db, kind) for db in DATABASES for kind in kinds]
+
+
+def kind_of_index(index: str) -> MemoryKind:
+    """The memory kind of a concrete index name (as a search hit reports it)."""
+    return "entities" if "-entities" in index else "events"

@@ -20,7 +20,13 @@ from kemem_es.models import Database, MemoryKind
 from kemem_es.store.documents import meta_entries
 from kemem_es.store.layout import DATABASES, KINDS, UID_FIELD, index_alias
 from kemem_es.store.scope import Scope
-from kemem_es.store.templates import concrete_index, index_body, install_history, put_template
+from kemem_es.store.templates import (
+    concrete_index,
+    index_body,
+    install_history,
+    install_users,
+    put_template,
+)
 
 OLD_VERSION = 1
 PAGE = 500
@@ -80,6 +86,7 @@ def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[Migration
     reports = []
     with engine_errors("migrating"):
         install_history(engine)
+        install_users(engine)
         for db, kind, old in v1_indices(engine):
             alias = index_alias(engine.settings.index_prefix, db, kind)
             new = concrete_index(engine.settings.index_prefix, db, kind)

@@ -19,9 +19,17 @@ from typing import Any
 from kemem_es.engine.client import Engine, status_of
 from kemem_es.errors import MappingConflict
 from kemem_es.models import Database, MemoryKind
-from kemem_es.store.layout import DATABASES, KINDS, VECTOR_FIELD, history_alias, index_alias
+from kemem_es.store.layout import (
+    DATABASES,
+    KINDS,
+    VECTOR_FIELD,
+    history_alias,
+    index_alias,
+    users_alias,
+)
 
 HISTORY = "history"
+USERS = "users"
 
 
 @cache
@@ -85,14 +93,22 @@ def put_template(engine: Engine, alias: str, body: dict[str, Any]) -> None:
 
 def install_history(engine: Engine) -> InitResult:
     """The history index (one per prefix): idempotent like the memory indices."""
-    alias = history_alias(engine.settings.index_prefix)
-    index = f"{alias}-v{template_version(HISTORY)}"
-    base = copy.deepcopy(_load(f"{HISTORY}.json"))
+    return _install_aux(engine, HISTORY, history_alias(engine.settings.index_prefix))
+
+
+def install_users(engine: Engine) -> InitResult:
+    """The per-user lifecycle state index (one per prefix)."""
+    return _install_aux(engine, USERS, users_alias(engine.settings.index_prefix))
+
+
+def _install_aux(engine: Engine, name: str, alias: str) -> InitResult:
+    index = f"{alias}-v{template_version(name)}"
+    base = copy.deepcopy(_load(f"{name}.json"))
     body = {
         "settings": base["settings"],
         "mappings": {
             **base["mappings"],
-            "_meta": {"kemem_template_version": base["template_version"], "kemem_kind": HISTORY},
+            "_meta": {"kemem_template_version": base["template_version"], "kemem_kind": name},
         },
     }
     put_template(engine, alias, body)
@@ -129,10 +145,12 @@ def install(
                 continue
             action = _create(engine, index, {**body, "aliases": {alias: {"is_write_index": True}}})
             results.append(InitResult(alias, index, action))
-    if recreate and engine.index_exists(history_alias(prefix)):
-        for existing in engine.get_index(history_alias(prefix)):
-            engine.delete_index(existing)
+    for aux in (history_alias(prefix), users_alias(prefix)):
+        if recreate and engine.index_exists(aux):
+            for existing in engine.get_index(aux):
+                engine.delete_index(existing)
     results.append(install_history(engine))
+    results.append(install_users(engine))
     return results
 
 
@@ -181,9 +199,8 @@ def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind)
     """Before writing: the index is installed if missing, and refused if it was built from
     another template version or for another vector size (no silent mix)."""
     alias = index_alias(engine.settings.index_prefix, db, kind)
-    if not engine.index_exists(alias) or not engine.index_exists(
-        history_alias(engine.settings.index_prefix)
-    ):
+    prefix = engine.settings.index_prefix
+    if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
         install(engine, dims, dbs=(db,), kinds=(kind,))
         return
     check_compatible(engine, alias, index_body(kind, engine.dialect, dims))

@@ -23,6 +23,7 @@ class Checked:
     record: MemoryRecord
     scope: Scope
     memory_id: str
+    embedded: list[float] | None = None  # computed already (dedup): not embedded again
 
     @property
     def doc_id(self) -> str:

@@ -1,0 +1,113 @@
+"""Dedup on write: a new fact very similar to an existing memory updates it instead of piling up.
+
+The engine finds the nearest memory of the same scope and kind (for entities: of the same entity
+and entity kind) with a filtered k-NN search; ``decide`` turns that into ADD / UPDATE / NOOP:
+
+- the same text (ignoring spaces and punctuation) → NOOP: an exact duplicate changes nothing;
+- cosine ≥ threshold (0.9) → UPDATE the existing memory: the newer text replaces the older, which
+  stays in the history, and keywords are joined. For entity attributes this is the merge rule:
+  rather than concatenating texts (SPEC §1's upstream habit, which piles near-duplicates like
+  「小满的生日在十一月八号」+「小满是天蝎座，生日是11月8日」 into one ever-growing string), the
+  latest statement of an attribute wins, nothing is lost (history), and the memory's strength
+  grows by the Ebbinghaus rule because the fact came back;
+- otherwise → ADD.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
+from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
+from kemem_es.store.scope import Scope
+
+Decision = Literal["ADD", "UPDATE", "NOOP"]
+_NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Match:
+    """The nearest existing memory: its id, cosine similarity and stored source."""
+
+    memory_id: str
+    similarity: float
+    source: dict[str, Any]
+
+
+def normalise(text: str) -> str:
+    return _NOISE.sub("", text).lower()
+
+
+def decide(new_text: str, match: Match | None, threshold: float) -> Decision:
+    if match is None:
+        return "ADD"
+    if normalise(match.source.get("description", "")) == normalise(new_text):
+        return "NOOP"
+    return "UPDATE" if match.similarity >= threshold else "ADD"
+
+
+def _filters(scope: Scope, record: MemoryRecord) -> list[dict[str, Any]]:
+    filters = scope.filters()
+    if isinstance(record, EntityRecord):
+        filters += [
+            {"term": {"entity_name": record.entity_name}},
+            {"term": {"kind": record.kind}},
+        ]
+    return filters
+
+
+def nearest(
+    engine: Engine,
+    items: Sequence[tuple[Scope, MemoryRecord, Sequence[float]]],
+    kind: MemoryKind,
+) -> list[Match | None]:
+    """The nearest memory for each (scope, record, vector), in one round trip."""
+    if not items:
+        return []
+    prefix = engine.settings.index_prefix
+    searches = []
+    for scope, record, vector in items:
+        body = {
+            "size": 1,
+            "query": engine.ann_query(VECTOR_FIELD, vector, 1, _filters(scope, record)),
+            "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
+        }
+        searches.append((index_alias(prefix, scope.db, kind), body))
+    with engine_errors("looking for duplicates"):
+        responses = engine.msearch(searches)
+    out: list[Match | None] = []
+    for (scope, _, _), resp in zip(items, responses, strict=True):
+        hits = resp.get("hits", {}).get("hits", []) if "error" not in resp else []
+        hit = hits[0] if hits else None
+        if hit is None or not scope.owns(hit["_source"]):
+            out.append(None)
+            continue
+        # Both engines score a cosine k-NN hit as (1 + cos) / 2.
+        cosine = 2.0 * float(hit["_score"]) - 1.0
+        out.append(Match(str(hit["_source"].get("id", "")), cosine, hit["_source"]))
+    return out
+
+
+def merged_changes(record: MemoryRecord, match: Match) -> dict[str, Any]:
+    """What an UPDATE writes onto the matched memory: the newer statement, keywords joined."""
+    changes: dict[str, Any] = {"description": record.description}
+    data = record.model_dump(exclude_unset=True, exclude={"id", "agent_id", "user_id"})
+    if isinstance(record, EntityRecord):
+        for f in ("keyword", "entity_type", "updatetime"):
+            if f in data:
+                changes[f] = data[f]
+    else:
+        old = list(match.source.get("keywords") or [])
+        changes["keywords"] = old + [k for k in record.keywords if k not in old]
+        for f in ("deepinsight", "place", "scene", "updatetime"):
+            if data.get(f):
+                changes[f] = data[f]
+    if record.metadata:
+        changes["metadata"] = {**(match.source.get("metadata") or {}), **record.metadata}
+    if record.session_id:
+        changes["session_id"] = record.session_id
+    return changes

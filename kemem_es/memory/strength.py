@@ -1,0 +1,200 @@
+"""Memory strength (SPEC §6): recall reinforces, spaced repetition reinforces more.
+
+- **Recall**: every memory a query returns gains ``reinforce_amount`` (15), its recall count +1
+  and ``last_recalled_at`` = now. The query only enqueues (microseconds); a background thread
+  flushes the queue every ``reinforce_flush_s`` as one bulk of scripted partial updates (params
+  only, ``retry_on_conflict``), so the query path does not wait and no increment is lost when
+  queries run concurrently (increments of one flush are summed per memory first).
+- **Update** (Ebbinghaus): a fact stated again gains by the time since its last write: ≤ 1 day
+  +1, ≤ 3 days +3, ≤ 1 week +7, ≤ 1 month +30, ≤ half a year +100, longer +100 (the spacing
+  effect: what comes back after a long gap is worth remembering).
+The same flusher records each user's last activity (for the clean-up of inactive users).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import weakref
+from collections.abc import Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from kemem_es.engine.client import CLIENT_ERRORS, Engine
+from kemem_es.store.layout import users_alias
+from kemem_es.store.scope import Scope
+
+log = logging.getLogger(__name__)
+
+EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
+    (timedelta(days=1), 1.0),
+    (timedelta(days=3), 3.0),
+    (timedelta(days=7), 7.0),
+    (timedelta(days=30), 30.0),
+    (timedelta(days=182), 100.0),
+)
+MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are dropped (logged)
+
+# Constant script source: the amounts and time travel as params, never as source text.
+RECALL_SCRIPT = (
+    "def s = ctx._source.strength; ctx._source.strength = (s == null ? 0.0 : s) + params.gain; "
+    "def n = ctx._source.recall_count; "
+    "ctx._source.recall_count = (n == null ? 0 : n) + params.n; "
+    "ctx._source.last_recalled_at = params.now;"
+)
+
+
+def ebbinghaus_gain(since: timedelta) -> float:
+    """Strength gained by an update ``since`` after the previous write."""
+    for bound, gain in EBBINGHAUS_STEPS:
+        if since <= bound:
+            return gain
+    return EBBINGHAUS_STEPS[-1][1]
+
+
+def parse_instant(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def utc_iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Reinforcer:
+    """Collects recalls and activity; flushes them in the background (or on ``flush()``)."""
+
+    def __init__(self, engine: Engine, amount: float, flush_s: float) -> None:
+        self.engine = engine
+        self.amount = amount
+        self.flush_s = flush_s
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._recalls: dict[tuple[str, str], list[Any]] = {}  # (index, _id) → [n, now]
+        self._active: dict[str, dict[str, Any]] = {}  # state id → state doc
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+        self.failed_flushes = 0
+
+    # -- enqueue (the query path) ---------------------------------------------------------
+    def recalled(self, hits: Iterable[tuple[str, str]], now: datetime) -> None:
+        stamp = utc_iso(now if now.tzinfo else now.astimezone())
+        with self._lock:
+            for key in hits:
+                slot = self._recalls.get(key)
+                if slot is None:
+                    if len(self._recalls) >= MAX_PENDING:
+                        self.dropped += 1
+                        continue
+                    self._recalls[key] = [1, stamp]
+                else:
+                    slot[0] += 1
+                    slot[1] = max(slot[1], stamp)
+        self._ensure_thread()
+
+    def active(self, scope: Scope, now: datetime | None = None) -> None:
+        """A user's query or add: the clean-up treats them as active."""
+        if scope.user_id is None:
+            return
+        stamp = utc_iso(now or datetime.now(timezone.utc))
+        doc = {"agent_id": scope.agent_id, "user_id": scope.user_id, "last_active_at": stamp}
+        with self._lock:
+            self._active[state_id(scope)] = doc
+        self._ensure_thread()
+
+    # -- flush ----------------------------------------------------------------------------
+    def flush(self) -> int:
+        """Write everything queued so far; returns how many memories were updated."""
+        with self._flush_lock:
+            with self._lock:
+                recalls, self._recalls = self._recalls, {}
+                active, self._active = self._active, {}
+            if not recalls and not active:
+                return 0
+            lines: list[dict[str, Any]] = []
+            for (index, doc_id), (n, now) in recalls.items():
+                params = {"gain": self.amount * n, "n": n, "now": now}
+                lines += [
+                    {"update": {"_index": index, "_id": doc_id, "retry_on_conflict": 10}},
+                    {"script": {"source": RECALL_SCRIPT, "lang": "painless", "params": params}},
+                ]
+            users = users_alias(self.engine.settings.index_prefix)
+            for sid, doc in active.items():
+                lines += [
+                    {"update": {"_index": users, "_id": sid, "retry_on_conflict": 10}},
+                    {"doc": doc, "doc_as_upsert": True},
+                ]
+            try:
+                resp = self.engine.bulk(lines)
+            except CLIENT_ERRORS as exc:
+                self._requeue(recalls, active)
+                self.failed_flushes += 1
+                log.warning("reinforcement flush failed (%s); will retry", type(exc).__name__)
+                return 0
+            done = 0
+            for item in resp.get("items", []):
+                res = item.get("update", {})
+                if res.get("status", 500) < 300:
+                    done += 1
+                elif res.get("status") != 404:  # a memory deleted meanwhile needs nothing
+                    log.warning("reinforcement of one memory failed: status %s", res.get("status"))
+            return done - len(active)
+
+    def _requeue(self, recalls: dict, active: dict) -> None:
+        with self._lock:
+            for key, (n, now) in recalls.items():
+                slot = self._recalls.setdefault(key, [0, now])
+                slot[0] += n
+                slot[1] = max(slot[1], now)
+            for sid, doc in active.items():
+                self._active.setdefault(sid, doc)
+
+    # -- background thread ----------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        if self._thread is not None:
+            return
+        with self._lock:
+            if self._thread is not None:
+                return
+            ref = weakref.ref(self)
+            self._thread = threading.Thread(
+                target=_run, args=(ref, self._stop, self.flush_s), daemon=True,
+                name="kemem-reinforce",
+            )  # fmt: skip
+            self._thread.start()
+            atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop the background thread after a last flush."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        try:
+            self.flush()
+        except Exception:  # pragma: no cover - shutdown: never raise from atexit
+            log.warning("final reinforcement flush failed")
+
+
+def _run(ref: weakref.ref[Reinforcer], stop: threading.Event, period: float) -> None:
+    while not stop.wait(period):
+        me = ref()
+        if me is None:
+            return
+        try:
+            me.flush()
+        except Exception:  # keep the thread alive whatever one flush does
+            log.exception("reinforcement flush crashed")
+        del me
+
+
+def state_id(scope: Scope) -> str:
+    """The id of a user's activity / clean-up state document."""
+    return scope.doc_id("\x00state")
