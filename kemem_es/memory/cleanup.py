@@ -190,4 +190,7 @@ def cleanup(
                 ],
                 refresh=True,
             )
+        if any(r.deleted for r in reports):
+            for idx in ("events", "entities"):
+                engine.refresh(index_alias(prefix, "user", idx))
     return reports

@@ -1,0 +1,272 @@
+"""Memories that live: dedup on write, reinforcement, clean-up, hooks (real engine) plus the
+pure rules behind them."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from kemem_es.errors import InvalidInput
+from kemem_es.memory.cleanup import Policy, plan
+from kemem_es.memory.dedup import Match, decide
+from kemem_es.memory.hooks import HookError, Rejected
+from kemem_es.memory.strength import ebbinghaus_gain
+
+A = {"agent_id": "qiyu", "user_id": "u_a"}
+B = {"agent_id": "qiyu", "user_id": "u_b"}
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+# -- pure rules -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("since", "gain"),
+    [
+        (timedelta(hours=2), 1),
+        (timedelta(days=2), 3),
+        (timedelta(days=5), 7),
+        (timedelta(days=20), 30),
+        (timedelta(days=100), 100),
+        (timedelta(days=400), 100),
+    ],
+)
+def test_ebbinghaus_steps(since: timedelta, gain: float) -> None:
+    assert ebbinghaus_gain(since) == gain
+
+
+def test_decide() -> None:
+    m = Match("m1", 0.95, {"description": "木木喜欢吃螺蛳粉。"})
+    assert decide("木木喜欢吃螺蛳粉", m, 0.9) == "NOOP"  # punctuation aside, the same text
+    assert decide("木木特别喜欢吃螺蛳粉", m, 0.9) == "UPDATE"
+    assert decide("木木特别喜欢吃螺蛳粉", m, 0.96) == "ADD"
+    assert decide("任何话", None, 0.9) == "ADD"
+
+
+def test_cleanup_plan() -> None:
+    p = Policy(cap=100, ratio=0.2, inactive_days=30, min_capacity=10, interval_days=7)
+    active = NOW - timedelta(days=1)
+    assert plan(100, active, None, NOW, p) == ("cap", 20)
+    assert plan(99, active, None, NOW, p) == ("", 0)
+    assert plan(50, NOW - timedelta(days=31), None, NOW, p) == ("inactive", 40)
+    assert plan(50, None, None, NOW, p) == ("inactive", 40)
+    assert plan(8, None, None, NOW, p) == ("", 0)
+    assert plan(500, active, NOW - timedelta(days=3), NOW, p) == ("recently cleaned", 0)
+    assert plan(500, active, NOW - timedelta(days=8), NOW, p) == ("cap", 100)
+
+
+# -- dedup on the engine --------------------------------------------------------------------
+@pytest.mark.engine
+def test_dedup_decisions_and_history(kemem) -> None:
+    kemem.init()
+    (first,) = kemem.add("木木喜欢吃螺蛳粉", **A, refresh=True)
+    assert first.event == "ADD"
+
+    (near,) = kemem.add("木木特别喜欢吃螺蛳粉", **A, refresh=True)
+    assert near.event == "UPDATE" and near.id == first.id
+    assert near.matched_id == first.id and near.similarity >= 0.9
+    assert near.previous == "木木喜欢吃螺蛳粉"
+    assert kemem.get(first.id, **A).text == "木木特别喜欢吃螺蛳粉"
+    assert kemem.get(first.id, **A).strength == 1  # came back within a day: +1
+
+    (same,) = kemem.add({"description": "木木特别喜欢吃螺蛳粉！", "created_at": "2025-01-01"}, **A)
+    assert same.event == "NOOP" and same.id == first.id and same.similarity > 0.95
+
+    (other,) = kemem.add("木木养了一只叫豆包的柯基", **A, refresh=True)
+    assert other.event == "ADD" and other.id != first.id
+    # Another user's identical fact is theirs: dedup never crosses scopes.
+    (theirs,) = kemem.add("木木特别喜欢吃螺蛳粉", **B, refresh=True)
+    assert theirs.event == "ADD"
+
+    assert kemem.count(**A) == 2
+    entries = kemem.history(first.id, **A)
+    assert [e.event for e in entries] == ["ADD", "UPDATE", "NOOP"]
+    assert entries[1].reason == "dedup" and entries[1].similarity >= 0.9
+    assert entries[1].old_text == "木木喜欢吃螺蛳粉"
+    assert entries[2].reason == "duplicate" and entries[2].matched_id == first.id
+
+    (plain,) = kemem.add("木木很喜欢吃螺蛳粉", **A, dedup=False)
+    assert plain.event == "ADD"
+
+
+@pytest.mark.engine
+def test_entity_attributes_of_the_same_entity_merge(kemem) -> None:
+    kemem.init()
+    base = {"entity_name": "豆包", "entity_type": "具体实体", "kind": "特殊实体属性"}
+    (a,) = kemem.add(
+        {**base, "keyword": "宠物", "description": "豆包是木木养的柯基",
+         "updatetime": "2025-01-01"},
+        **A, kind="entities", refresh=True,
+    )  # fmt: skip
+    (b,) = kemem.add(
+        {**base, "keyword": "品种", "description": "豆包是木木养的一只柯基犬",
+         "updatetime": "2025-03-01"},
+        **A, kind="entities", refresh=True,
+    )  # fmt: skip
+    assert b.event == "UPDATE" and b.id == a.id
+    merged = kemem.get(a.id, **A)
+    assert merged.text == "豆包是木木养的一只柯基犬" and merged.keyword == "品种"
+    # The same sentence about another entity is another memory.
+    (c,) = kemem.add(
+        {**base, "entity_name": "年糕", "description": "年糕是木木养的一只柯基犬",
+         "updatetime": "2025-03-01"},
+        **A, kind="entities",
+    )  # fmt: skip
+    assert c.event == "ADD"
+
+
+@pytest.mark.engine
+def test_import_dedup_is_an_option(kemem) -> None:
+    kemem.init()
+    kemem.add("木木喜欢吃螺蛳粉", **A, refresh=True)
+    rows = [
+        {**A, "description": "木木特别喜欢吃螺蛳粉", "created_at": "2025-02-01"},
+        {**A, "description": "木木喜欢吃螺蛳粉", "created_at": "2025-02-02"},
+        {**A, "description": "木木周末去爬山了", "created_at": "2025-02-03"},
+    ]
+    report = kemem.index_records(rows, "events", dedup=True)
+    assert (report.indexed, report.merged, report.duplicates) == (1, 1, 1)
+    assert kemem.count(**A) == 2
+    replay = kemem.index_records(rows, "events")  # exact replay: no dedup
+    assert replay.indexed == 2 and replay.unchanged == 1
+
+
+# -- reinforcement --------------------------------------------------------------------------
+@pytest.mark.engine
+def test_concurrent_queries_reinforce_exactly(kemem) -> None:
+    kemem.init()
+    rows = [
+        {
+            **A,
+            "id": f"f{i}",
+            "description": f"木木和小雨第{i}次去吃火锅",
+            "created_at": "2025-01-01",
+        }
+        for i in range(6)
+    ]
+    kemem.index_records(rows, "events")
+    kemem.search("火锅", **A, threshold=0, limit=3)  # warm up
+    kemem.flush()
+    kemem.engine.refresh(f"{kemem.settings.index_prefix}-user-events")
+    start = {m.id: (m.strength, m.recall_count) for m in kemem.get_all(**A).results}
+    hits: dict[str, int] = {}
+
+    def one(i: int) -> list[str]:
+        text = ["火锅", "小雨", "木木吃火锅"][i % 3]
+        resp = kemem.search(text, **A, threshold=0, limit=1 + i % 4)
+        return [e.index for e in resp.memory_events]
+
+    with ThreadPoolExecutor(8) as pool:
+        for ids in pool.map(one, range(800)):
+            for mid in ids:
+                hits[mid] = hits.get(mid, 0) + 1
+    kemem.flush()
+    kemem.engine.refresh(f"{kemem.settings.index_prefix}-user-events")
+    after = {m.id: (m.strength, m.recall_count) for m in kemem.get_all(**A).results}
+    assert sum(hits.values()) >= 800
+    for mid, (s0, n0) in start.items():
+        n = hits.get(mid, 0)
+        assert after[mid] == (s0 + 15 * n, n0 + n), mid
+
+
+@pytest.mark.engine
+def test_reinforcement_can_be_turned_off(kemem) -> None:
+    kemem.init()
+    kemem.settings = kemem.settings.model_copy(update={"reinforce": False})
+    kemem.index_records(
+        [{**A, "id": "x", "description": "吃火锅", "created_at": "2025-01-01"}], "events"
+    )
+    kemem.search("火锅", **A, threshold=0)
+    kemem.flush()
+    assert kemem.get("x", **A).recall_count == 0
+
+
+# -- clean-up -------------------------------------------------------------------------------
+@pytest.mark.engine
+def test_cleanup_deletes_exactly_the_weakest_fifth_of_that_user(kemem) -> None:
+    kemem.init()
+    vec = [1.0] + [0.0] * (kemem.embedder.dim - 1)
+    rows = [
+        {**A, "id": f"a{i:02d}", "description": f"记忆{i}", "created_at": "2025-01-01",
+         "strength": float(i), "vector": vec}
+        for i in range(50)
+    ]  # fmt: skip
+    kemem.index_records(rows, "events")
+    kemem.index_records([{**r, **B} for r in rows[:30]], "events")
+    kemem.index_records([{**r, "agent_id": "lishen"} for r in rows], "events")
+
+    dry = kemem.cleanup(dry_run=True, cap=40, inactive_days=10_000, now=NOW)
+    by_user = {(r.agent_id, r.user_id): r for r in dry}
+    assert by_user[("qiyu", "u_a")].to_delete == 10 and by_user[("qiyu", "u_a")].deleted == 0
+    assert by_user[("qiyu", "u_a")].preview == [f"a{i:02d}" for i in range(10)]
+    assert by_user[("qiyu", "u_b")].to_delete == 0
+    assert kemem.count(**A) == 50
+
+    done = {
+        (r.agent_id, r.user_id): r for r in kemem.cleanup(cap=50, inactive_days=10_000, now=NOW)
+    }
+    assert done[("qiyu", "u_a")].deleted == 10
+    assert done[("lishen", "u_a")].deleted == 10
+    left = {m.id for m in kemem.get_all(**A, limit=1000).results}
+    assert left == {f"a{i:02d}" for i in range(10, 50)}
+    assert kemem.count(**B) == 30
+    assert kemem.history("a00", **A)[-1].event == "DELETE"
+    assert kemem.history("a00", **A)[-1].actor == "cleanup"
+    # Cleaned users are left alone for interval_days.
+    again = {
+        (r.agent_id, r.user_id): r for r in kemem.cleanup(cap=10, inactive_days=10_000, now=NOW)
+    }
+    assert again[("qiyu", "u_a")].reason == "recently cleaned"
+    assert kemem.count(**A) == 40
+
+
+# -- hooks ----------------------------------------------------------------------------------
+@pytest.mark.engine
+def test_hooks_transform_reject_and_rerank(kemem) -> None:
+    kemem.init()
+
+    def tag(record: dict, ctx) -> dict:
+        record["metadata"] = {**(record.get("metadata") or {}), "via": ctx.db}
+        return record
+
+    async def no_secrets(record: dict, ctx) -> dict:
+        await asyncio.sleep(0)
+        if "密码" in record["description"]:
+            raise Rejected("contains a password")
+        return record
+
+    kemem.hooks.before_write += [tag, no_secrets]
+    (r,) = kemem.add("木木的生日是十一月八号", **A, refresh=True)
+    assert kemem.get(r.id, **A).metadata == {"via": "user"}
+    with pytest.raises(Rejected, match="contains a password"):
+        kemem.add("我的银行卡密码是123456", **A)
+    rows = [
+        {**A, "id": "p1", "description": "密码是123", "created_at": "2025-01-01"},
+        {**A, "id": "p2", "description": "去爬山", "created_at": "2025-01-01"},
+    ]
+    with pytest.raises(InvalidInput) as exc:
+        kemem.index_records(rows, "events")
+    assert "record 1: rejected by" in exc.value.problems[0]
+    assert kemem.index_records(rows, "events", skip_invalid=True).indexed == 1
+
+    def broken(record: dict, ctx) -> dict:
+        raise RuntimeError("boom")
+
+    kemem.hooks.before_write.append(broken)
+    before = kemem.count(**A)
+    with pytest.raises(HookError, match="broken failed"):
+        kemem.add("不会写进去", **A)
+    assert kemem.count(**A) == before
+    kemem.hooks.before_write.clear()
+
+    def reverse(resp, ctx):
+        resp.memory_events.reverse()
+        return resp
+
+    normal = [e.index for e in kemem.search("生日", **A, threshold=0).memory_events]
+    kemem.hooks.after_search.append(reverse)
+    assert [e.index for e in kemem.search("生日", **A, threshold=0).memory_events] == normal[::-1]
+    kemem.hooks.after_search[:] = [lambda resp, ctx: None]
+    with pytest.raises(HookError, match="must return the response"):
+        kemem.search("生日", **A)
