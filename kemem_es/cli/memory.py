@@ -269,5 +269,56 @@ def history(
         console.print(table)
 
 
+def cleanup(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print what would go, delete nothing")
+    ] = False,
+    agent: Annotated[str | None, typer.Option("--agent", help="only this agent's users")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="only this user")] = None,
+    cap: Annotated[int | None, typer.Option("--cap", help="KEMEM_CLEANUP_CAP")] = None,
+    ratio: Annotated[float | None, typer.Option("--ratio", help="KEMEM_CLEANUP_RATIO")] = None,
+    inactive_days: Annotated[
+        float | None, typer.Option("--inactive-days", help="KEMEM_CLEANUP_INACTIVE_DAYS")
+    ] = None,
+    min_capacity: Annotated[
+        int | None, typer.Option("--min-capacity", help="KEMEM_CLEANUP_MIN_CAPACITY")
+    ] = None,
+    interval_days: Annotated[
+        float | None, typer.Option("--interval-days", help="KEMEM_CLEANUP_INTERVAL_DAYS")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Forget the weakest memories of users at the cap or inactive (each user at most every
+    interval-days); every deletion is recorded in the history."""
+    policy = {
+        "cap": cap,
+        "ratio": ratio,
+        "inactive_days": inactive_days,
+        "min_capacity": min_capacity,
+        "interval_days": interval_days,
+    }
+    with guarded():
+        reports = Kemem().cleanup(
+            dry_run=dry_run,
+            agent_id=agent,
+            user_id=user,
+            **{k: v for k, v in policy.items() if v is not None},
+        )
+        if as_json:
+            _json([r.__dict__ for r in reports])
+            return
+        table = Table("agent", "user", "memories", "reason", "to delete", "deleted")
+        for r in reports:
+            if r.to_delete or r.reason:
+                row = [r.agent_id, r.user_id, str(r.memories), r.reason, str(r.to_delete)]
+                table.add_row(*row, "-" if dry_run else str(r.deleted))
+        console.print(table)
+        total = sum(r.to_delete for r in reports)
+        verb = "would delete" if dry_run else "deleted"
+        n = total if dry_run else sum(r.deleted for r in reports)
+        console.print(f"{len(reports)} users checked; {verb} {n} memories", highlight=False)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
+    app.command()(cleanup)
