@@ -94,6 +94,9 @@ def index(
     skip_invalid: bool = typer.Option(
         False, "--skip-invalid", help="index the valid records and report the rest"
     ),
+    dedup: bool = typer.Option(
+        False, "--dedup", help="fold records into similar existing memories (default: replay)"
+    ),
     model_dir: Path | None = ModelDirOpt,
     variant: str | None = VariantOpt,
 ) -> None:
@@ -108,7 +111,9 @@ def index(
         km.init()
         report = _with_progress(
             file.name,
-            lambda cb: km.index_file(file, kind_, db_, skip_invalid=skip_invalid, on_progress=cb),
+            lambda cb: km.index_file(
+                file, kind_, db_, skip_invalid=skip_invalid, on_progress=cb, dedup=dedup
+            ),
         )
         console.print(f"{file.name}: {report.summary()}")
         if report.rejected:
