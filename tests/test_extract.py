@@ -91,6 +91,7 @@ class Reply:
     status: int = 200
     body: Any = None  # dict/list → JSON; str/bytes as is
     delay: float = 0.0
+    trickle: float = 0.0  # > 0: send the body one byte at a time, this many seconds apart
 
 
 @dataclass
@@ -133,7 +134,13 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if not reply.trickle:
+                    self.wfile.write(data)
+                for i in range(len(data) if reply.trickle else 0):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    if stub.release.wait(reply.trickle):
+                        break
             except OSError:  # the client gave up (the timeout tests)
                 pass
 
@@ -411,6 +418,14 @@ def test_slow_answer_hits_the_timeout(stub: Stub) -> None:
     assert len(stub.requests) == 1  # a timeout spent the budget: no retry
 
 
+def test_a_trickling_answer_is_cut_at_the_deadline(stub: Stub) -> None:
+    stub.answer(Reply(body=chat(json.dumps(GOOD)), trickle=0.1))  # ~100 s for the whole body
+    started = time.monotonic()
+    err = fails(stub, timeout_s=0.5)
+    assert time.monotonic() - started < 0.5 + 2
+    assert "did not answer within 0.5 s" in str(err)
+
+
 def test_unreachable_endpoint_fails_fast() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -472,6 +487,19 @@ def test_settings_without_an_llm_or_prompt() -> None:
         OpenAIExtractor("http://127.0.0.1:1/v1", "m", prompt_path="/nonexistent/p.md")
     with pytest.raises(ExtractionError, match="llm_base_url"):
         OpenAIExtractor("127.0.0.1:8000", "m")
+
+
+def test_the_shipped_prompt_example_is_itself_valid() -> None:
+    """The model imitates the example: it must pass the validation its answer will meet."""
+    prompt = load_prompt()
+    for placeholder in ("{now}", "{user_name}", "{agent_name}"):
+        assert placeholder in prompt
+    example = [line for line in prompt.splitlines() if line.startswith('{"events"')]
+    assert len(example) == 1
+    result = parse_extraction(example[0], now=NOW)
+    assert len(result.events) == 1 and len(result.entities) == 4 and result.ignored == []
+    kinds = {e["kind"] for e in result.entities}
+    assert kinds == {"用户属性", "用户关系", "特殊实体属性", "与主体和客体的关系"}
 
 
 def test_bad_messages_are_the_callers_input(stub: Stub) -> None:
