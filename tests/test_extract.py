@@ -426,6 +426,14 @@ def test_a_trickling_answer_is_cut_at_the_deadline(stub: Stub) -> None:
     assert "did not answer within 0.5 s" in str(err)
 
 
+def test_an_oversized_answer_is_refused(stub: Stub, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kemem_es.memory.extract import client
+
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 2**20)
+    stub.answer(Reply(body=chat("x" * (2**20 + 1))))
+    assert "sent more than 1 MiB" in str(fails(stub))
+
+
 def test_unreachable_endpoint_fails_fast() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

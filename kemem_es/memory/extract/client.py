@@ -223,12 +223,15 @@ class OpenAIExtractor:
             ) from None
         raise exc
 
-    def _collect(self, chunks: list[bytes], chunk: bytes) -> None:
+    def _collect(self, chunks: list[bytes], chunk: bytes, size: int) -> int:
+        """Keep a chunk of the body; the size so far (over MAX_ANSWER_BYTES is refused)."""
         chunks.append(chunk)
-        if sum(map(len, chunks)) > MAX_ANSWER_BYTES:
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
             raise ExtractionError(
                 f"the extractor at {self.where} sent more than {MAX_ANSWER_BYTES // 2**20} MiB"
             )
+        return size
 
     def _done(self, body: Any, started: float, n_messages: int, now: datetime) -> Extraction:
         text, finish = answer_text(body)
@@ -277,8 +280,9 @@ class OpenAIExtractor:
                     "POST", self.url, json=body, headers=self._headers(), timeout=remaining
                 ) as resp:
                     chunks: list[bytes] = []
+                    size = 0
                     for chunk in resp.iter_bytes():
-                        self._collect(chunks, chunk)
+                        size = self._collect(chunks, chunk, size)
                         if time.monotonic() > deadline:
                             raise httpx.ReadTimeout("overall deadline")
                     return self._answer(resp.status_code, b"".join(chunks))
@@ -317,8 +321,9 @@ class OpenAIExtractor:
                     "POST", self.url, json=body, headers=self._headers(), timeout=remaining
                 ) as resp:
                     chunks: list[bytes] = []
+                    size = 0
                     async for chunk in resp.aiter_bytes():
-                        self._collect(chunks, chunk)
+                        size = self._collect(chunks, chunk, size)
                     return self._answer(resp.status_code, b"".join(chunks))
             except Exception as exc:
                 error = self._retryable(exc)
