@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -61,11 +61,27 @@ class Settings(BaseSettings):
     cleanup_min_capacity: int = Field(default=1_000, ge=0, description="kept for inactive users")
     cleanup_interval_days: float = Field(default=7.0, ge=0, description="per user, at most")
 
+    # LLM extraction (add(..., infer=True)): any OpenAI-compatible chat-completions endpoint.
+    llm_base_url: str | None = Field(
+        default=None, description="e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"
+    )
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
+    llm_timeout_s: float = Field(default=30.0, gt=0, le=600, description="one call, retry included")
+    llm_json_mode: bool = Field(
+        default=True, description='send response_format={"type": "json_object"}'
+    )
+    extract_prompt_path: Path | None = Field(
+        default=None, description="the extraction prompt; default: the shipped Chinese prompt"
+    )
+
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         self.home = self.home.expanduser()
         if self.model_dir is not None:
             self.model_dir = self.model_dir.expanduser()
+        if self.extract_prompt_path is not None:
+            self.extract_prompt_path = self.extract_prompt_path.expanduser()
         return self
 
     @property

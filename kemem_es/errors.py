@@ -34,6 +34,17 @@ class InvalidInput(KememError):
         self.field = field
 
 
+class ExtractionError(KememError):
+    """``infer=True`` could not turn the messages into records: the extractor (an LLM endpoint)
+    was unreachable, slow, refused us, or answered with something that is not valid entity /
+    event JSON. Extraction fails as a whole: nothing of it is written. ``problems`` names each
+    bad item and field (``events[0].description: Field required``)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
 class NotFound(KememError):
     """No memory with this id in this scope (another scope's memory is reported the same way)."""
 

@@ -4,23 +4,26 @@ service runs the Memory API."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
-from kemem_es.errors import InvalidInput, invalid_options
+from kemem_es.errors import InvalidInput, KememError, invalid_options
 from kemem_es.ingest.reader import line_no, read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
+from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput
 from kemem_es.memory.strength import Reinforcer
@@ -28,10 +31,12 @@ from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.layout import index_alias
+from kemem_es.store.layout import KINDS, index_alias
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
 from kemem_es.store.validation import validate_items
+
+log = logging.getLogger(__name__)
 
 DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
     ("official_entities.jsonl", "entities", "official"),
@@ -57,6 +62,8 @@ class Kemem:
         self.settings = settings or get_settings(**overrides)
         self._checked: set[tuple[str, str]] = set()
         self.hooks = Hooks()
+        self._pending: list[Future[list[AddResult]]] = []
+        self.extraction_errors: list[KememError] = []
 
     @cached_property
     def engine(self) -> Engine:
@@ -142,7 +149,11 @@ class Kemem:
         return self.reinforcer.flush() if "reinforcer" in self.__dict__ else 0
 
     def close(self) -> None:
-        """Flush what is queued and stop the background writer."""
+        """Finish background extractions, flush what is queued, stop the background writers."""
+        if self._pending:
+            self.drain()
+        if "_background" in self.__dict__:
+            self._background.shutdown(wait=True)
         if "reinforcer" in self.__dict__:
             self.reinforcer.close()
 
@@ -358,31 +369,133 @@ class Kemem:
         metadata: Mapping[str, Any] | None = None,
         kind: MemoryKind = "events",
         db: Database = "user",
-        infer: bool = False,
+        infer: bool | Literal["background"] = False,
         refresh: bool = False,
         dedup: bool = True,
+        user_name: str | None = None,
+        agent_name: str | None = None,
     ) -> list[AddResult]:
         """Remember ``data``: a text, chat messages (``[{"role", "content"}, ...]``, stored as
         one event of the turns joined), or a record (dict / EventRecord / EntityRecord).
         Returns each stored memory with the action taken (ADD / UPDATE / NOOP).
         ``refresh=True`` makes it searchable before returning (else within a second).
         ``dedup``: a new fact close to an existing one (cosine ≥ KEMEM_DEDUP_THRESHOLD)
-        updates it, an exact duplicate is a NOOP; each result says which and why."""
-        if infer:
-            raise InvalidInput(
-                "infer: no extractor is configured (infer=False stores the text as given)",
-                field="infer",
-            )
+        updates it, an exact duplicate is a NOOP; each result says which and why.
+        ``infer=True``: the extractor turns the messages into entity and event records first
+        (all validated before any is written); ``infer="background"`` stores the raw turn now,
+        returns it, and extracts afterwards (``km.drain()`` waits; failures are logged and
+        kept in ``km.extraction_errors``)."""
         scope = self._scope(agent_id, user_id, db)
+        if infer:
+            names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
+            return self._add_inferred(
+                data, scope, session_id, metadata, refresh, dedup, infer == "background", names
+            )
         self._ready(kind, db)
-        record = self.memories.prepare(data, scope, kind, session_id, metadata)
-        if self.hooks.before_write:
-            ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
-            (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
-        said_now = not isinstance(data, Mapping | BaseModel)
-        results = self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
+        results = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup)
         self.reinforcer.active(scope)
         return results
+
+    def _write(
+        self,
+        items: list[tuple[MemoryKind, Any]],
+        scope: Scope,
+        session_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        refresh: bool,
+        dedup: bool,
+        extracted: bool = False,
+    ) -> list[AddResult]:
+        """Prepare, hook and validate every item, then write them (nothing written if any
+        fails before writing). Text, messages and extracted facts are "said now": the same
+        words again are a NOOP whatever their time."""
+        prepared = []
+        for kind, data in items:
+            record = self.memories.prepare(data, scope, kind, session_id, metadata)
+            if self.hooks.before_write:
+                ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
+                (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
+            said_now = extracted or not isinstance(data, Mapping | BaseModel)
+            prepared.append((kind, record, said_now))
+        for kind, record, _ in prepared:  # validate all before writing any
+            self.memories.validate(record, kind, scope)
+        out: list[AddResult] = []
+        for kind, record, said_now in prepared:
+            out += self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
+        return out
+
+    # -- infer=True -----------------------------------------------------------------------
+    @cached_property
+    def extractor(self) -> Extractor:
+        """The LLM extractor (KEMEM_LLM_*); assign your own object with ``extract`` instead."""
+        from kemem_es.memory.extract import extractor_from_settings
+
+        return extractor_from_settings(self.settings)
+
+    def _extract(
+        self, data: Any, scope: Scope, names: dict[str, str]
+    ) -> list[tuple[MemoryKind, Any]]:
+        if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
+            raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
+        if isinstance(data, str):
+            messages = [{"role": "user", "content": data}]
+        else:
+            messages = [data] if isinstance(data, Mapping) else list(data)
+        found = self.extractor.extract(
+            messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
+            now=datetime.now().astimezone(),
+        )  # fmt: skip
+        return [(kind, {**rec, **names}) for kind, rec in found.items()]
+
+    def _add_inferred(
+        self,
+        data: Any,
+        scope: Scope,
+        session_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        refresh: bool,
+        dedup: bool,
+        background: bool,
+        names: dict[str, str],
+    ) -> list[AddResult]:
+        for kind in KINDS:
+            self._ready(kind, scope.db)
+        if not background:
+            items = self._extract(data, scope, names)
+            results = self._write(items, scope, session_id, metadata, refresh, dedup, True)
+            self.reinforcer.active(scope)
+            return results
+        raw = self._write([("events", data)], scope, session_id, metadata, refresh, dedup)
+
+        def later() -> list[AddResult]:
+            try:
+                items = self._extract(data, scope, names)
+                return self._write(items, scope, session_id, metadata, refresh, dedup, True)
+            except KememError as exc:
+                log.warning("background extraction failed: %s", type(exc).__name__)
+                self.extraction_errors.append(exc)
+                raise
+
+        self._pending.append(self._background.submit(later))
+        self.reinforcer.active(scope)
+        return raw
+
+    @cached_property
+    def _background(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-extract")
+
+    def drain(self, timeout_s: float | None = None) -> list[AddResult]:
+        """Wait for background extractions; returns what they stored (failures are skipped and
+        kept in ``extraction_errors``). Also flushes reinforcement."""
+        done: list[AddResult] = []
+        pending, self._pending = self._pending, []
+        for job in pending:
+            try:
+                done += job.result(timeout=timeout_s)
+            except KememError:
+                continue
+        self.flush()
+        return done
 
     def get(
         self,

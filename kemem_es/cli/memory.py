@@ -86,10 +86,14 @@ def add(
     ] = None,
     session: Annotated[str | None, typer.Option("--session", help="session_id")] = None,
     metadata: Annotated[str | None, typer.Option("--metadata", help="metadata as JSON")] = None,
+    infer: Annotated[
+        bool, typer.Option("--infer", help="extract entities and events with the LLM (KEMEM_LLM_*)")
+    ] = False,
     as_json: Json = False,
     model_dir: ModelDir = None,
 ) -> None:
-    """Remember a text (as an event) or a record; prints its id and what happened."""
+    """Remember a text (as an event, or what --infer extracts) or a record; prints each id
+    and what happened (ADD / UPDATE / NOOP)."""
     with guarded():
         data = _parse_json(record, "--record") if record else text
         if data is None:
@@ -101,6 +105,7 @@ def add(
             session_id=session,
             metadata=_parse_json(metadata, "--metadata"),
             refresh=True,
+            infer=infer,
         )
         if as_json:
             _json(results)

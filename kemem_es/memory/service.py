@@ -49,6 +49,10 @@ class MemoryService:
     def dim(self) -> int:
         return self.writer.embedder.dim
 
+    def validate(self, data: dict[str, Any], kind: MemoryKind, scope: Scope) -> Checked:
+        """The one validation (record model, scope rule, vector size) for one record."""
+        return self._validate(data, kind, scope)
+
     def _validate(self, data: dict[str, Any], kind: MemoryKind, scope: Scope) -> Checked:
         good, problems = validate_items([("memory", data)], kind, scope.db, self.dim)
         if problems:
