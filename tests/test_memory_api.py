@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kemem_es.errors import InvalidInput, NotFound
+from kemem_es.errors import ExtractionError, InvalidInput, NotFound
 
 pytestmark = pytest.mark.engine
 
@@ -264,8 +264,8 @@ def test_scope_is_required_and_unknown_options_raise(kemem) -> None:
         kemem.delete_all(agent_id="qiyu", user_id="u_a", db="official")
     with pytest.raises(InvalidInput, match="bogus: unknown option"):
         kemem.search("你好", **A, bogus=1)
-    with pytest.raises(InvalidInput, match="infer"):
-        kemem.add("x", **A, infer=True)
+    with pytest.raises(ExtractionError, match="KEMEM_LLM_BASE_URL"):
+        kemem.add("x", **A, infer=True)  # no extractor configured: a clear error, nothing written
 
 
 def test_official_database_crud(kemem) -> None:
