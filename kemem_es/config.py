@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     java_home: Path | None = Field(
         default=None, description="the JDK to run the local node on (else one is looked for)"
     )
+    engine_nodes: int = Field(
+        default=1, ge=1, le=5, description="local nodes (HTTP ports engine_port and up)"
+    )
     engine_version: Literal["auto", "2.19", "3.5"] = Field(
         default="auto", description="local OpenSearch: 3.5 on a JDK 21+, else 2.19 (auto)"
     )

@@ -182,7 +182,7 @@ def test_old_layout_moves_to_the_219_folders(tmp_path: Path, monkeypatch) -> Non
     assert not (tmp_path / "engine/conf").exists()
 
     # A 3.5 node then starts beside it, and says the old data must be indexed again.
-    eng._note_fresh_data("3.5")
+    eng._note_fresh_data("3.5", 1)
     assert len(eng.notes) == 1
     assert "index your data again" in eng.notes[0]
     assert "KEMEM_ENGINE_VERSION=2.19" in eng.notes[0]

@@ -15,12 +15,20 @@ from kemem_es.errors import EngineSetupError, EngineUnavailable
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
 
 
-def _local(home: str | None, port: int | None, version: str | None = None) -> LocalEngine:
+def _local(
+    home: str | None, port: int | None, version: str | None = None, nodes: int | None = None
+) -> LocalEngine:
     if version is not None and version not in ("auto", *ENGINES):
         raise EngineSetupError(
             f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}"
         )
-    return LocalEngine(get_settings(home=home, engine_port=port, engine_version=version))
+    try:
+        settings = get_settings(
+            home=home, engine_port=port, engine_version=version, engine_nodes=nodes
+        )
+    except ValueError as exc:  # pydantic's ValidationError: one line, not a traceback
+        raise EngineSetupError(" ".join(str(exc).split())[:300]) from None
+    return LocalEngine(settings)
 
 
 def _notes(eng: LocalEngine) -> None:
@@ -51,11 +59,16 @@ def install(
 
 @engine_app.command()
 def start(
-    home: str | None = HomeOpt, port: int | None = PortOpt, version: str | None = VersionOpt
+    home: str | None = HomeOpt,
+    port: int | None = PortOpt,
+    version: str | None = VersionOpt,
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="a local cluster of N nodes on ports PORT.. (KEMEM_ENGINE_NODES)"
+    ),
 ) -> None:
     """Start the node (idempotent) and wait until it is healthy."""
     with guarded():
-        eng = _local(home, port, version)
+        eng = _local(home, port, version, nodes)
         url = eng.start()
         _notes(eng)
         state = eng.state()
@@ -86,7 +99,8 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             if pid and state:
                 simd, why = local.simd()
                 console.print(
-                    f"  engine OpenSearch {state.get('release')} (data {state.get('base')})\n"
+                    f"  engine OpenSearch {state.get('release')}, {state.get('nodes', 1)} node(s) "
+                    f"(data {state.get('base')})\n"
                     f"  JDK    Java {state.get('java_version')} at {state.get('java_home')} "
                     f"(from {state.get('java_source')})\n"
                     f"  SIMD   {'on' if simd else 'off'} — {why}",

