@@ -157,6 +157,10 @@ def test_missing_maven_says_what_to_install(tmp_path: Path, monkeypatch) -> None
     monkeypatch.setattr(local.shutil, "which", lambda name: None)
     with pytest.raises(EngineSetupError, match=r"Maven \(mvn\) is not on the PATH"):
         LocalEngine(get_settings(home=tmp_path)).install(version="3.5")
+    # A forced version is installed without looking for a JDK.
+    monkeypatch.setattr(local, "find_jdks", lambda *a: pytest.fail("looked for a JDK"))
+    with pytest.raises(EngineSetupError, match=r"Maven \(mvn\)"):
+        LocalEngine(get_settings(home=tmp_path, engine_version="2.19")).install()
 
 
 def test_layout_is_per_engine_version(tmp_path: Path) -> None:
@@ -182,10 +186,11 @@ def test_old_layout_moves_to_the_219_folders(tmp_path: Path, monkeypatch) -> Non
     assert not (tmp_path / "engine/conf").exists()
 
     # A 3.5 node then starts beside it, and says the old data must be indexed again.
+    assert len(eng.notes) == 1 and "moved the OpenSearch 2.19 jars and data" in eng.notes[0]
     eng._note_fresh_data("3.5", 1)
-    assert len(eng.notes) == 1
-    assert "index your data again" in eng.notes[0]
-    assert "KEMEM_ENGINE_VERSION=2.19" in eng.notes[0]
+    assert len(eng.notes) == 2
+    assert "index your data again" in eng.notes[1]
+    assert "KEMEM_ENGINE_VERSION=2.19" in eng.notes[1]
 
 
 def test_stop_touches_nothing_it_did_not_start(tmp_path: Path) -> None:

@@ -96,6 +96,8 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             pid = local.pid()
             console.print(f"local engine: pid {pid or '-'}, home {settings.home}")
             state = local.state()
+            if pid and not state:
+                console.print("  engine OpenSearch 2.19 (started by an earlier kemem-es)")
             if pid and state:
                 simd, why = local.simd()
                 console.print(

@@ -73,10 +73,16 @@ class LocalEngine:
 
     def install(self, force: bool = False, version: str | None = None) -> EngineSpec:
         """Fetch the jars of one engine with Maven (cached in ~/.m2); unpack the k-NN plugin."""
-        spec = ENGINES[version] if version else self.choice().engine
+        wanted = version or self.settings.engine_version
+        spec = ENGINES[wanted] if wanted != "auto" else self.choice().engine  # no JDK needed
         self._migrate_legacy()
         if self.installed(spec.version) and not force:
             return spec
+        if self.pid() is not None and self.state().get("engine") == spec.version:
+            raise EngineSetupError(
+                f"OpenSearch {spec.release} of this home is running from these jars; "
+                "stop it first (`kemem-es engine stop`)"
+            )
         mvn = shutil.which("mvn")
         if mvn is None:
             raise EngineSetupError(
@@ -291,6 +297,10 @@ class LocalEngine:
     def _migrate_legacy(self) -> None:
         if has_legacy(self.paths) and self.pid() is None:  # never under a running node
             migrate_legacy(self.paths)
+            self.notes.append(
+                f"note: moved the OpenSearch 2.19 jars and data of an earlier kemem-es to "
+                f"{self.paths.engine('2.19')} and {self.paths.base('2.19')}"
+            )
 
     def _note_fresh_data(self, version: str, nodes: int) -> None:
         """Say so when this engine starts empty while another version holds data here."""
