@@ -33,7 +33,7 @@ def _local(
 
 def _notes(eng: LocalEngine) -> None:
     for note in eng.notes:
-        err_console.print(note, highlight=False)
+        err_console.print(note, highlight=False, soft_wrap=True)
 
 
 HomeOpt = typer.Option(None, "--home", help="engine home (default: KEMEM_HOME or ~/.kemem)")

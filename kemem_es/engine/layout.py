@@ -27,6 +27,7 @@ CLUSTER_YML = """\
 network.host: 127.0.0.1
 transport.port: {first}-{last}
 discovery.seed_hosts: [{seeds}]
+cluster.initial_cluster_manager_nodes: [{names}]
 action.auto_create_index: false
 cluster.routing.allocation.disk.threshold_enabled: false
 """
@@ -89,7 +90,9 @@ def write_conf(paths: LocalPaths, version: str, port: int, nodes: int) -> Path:
     else:
         last = first + nodes - 1
         seeds = ", ".join(f'"127.0.0.1:{p}"' for p in range(first, last + 1))
-        yml = CLUSTER_YML.format(first=first, last=last, seeds=seeds)
+        # The runner starts "Node 1".."Node N" one after the other: the first one bootstraps the
+        # cluster alone and the others join (2.19's runner does not set this itself).
+        yml = CLUSTER_YML.format(first=first, last=last, seeds=seeds, names='"Node 1"')
     (conf / "opensearch.yml").write_text(yml)
     log4j = conf / "log4j2.properties"
     if not log4j.exists():
