@@ -98,6 +98,9 @@ def test_status_names_engine_jdk_and_simd(engine_settings: Settings) -> None:
     assert f"Java {state['java_version']} at {state['java_home']}" in out.output
     simd_on = state["engine"] != "2.19"  # 3.x is started with the vector module
     assert ("SIMD   on" in out.output) is simd_on
+    nodes = state.get("nodes", 1)
+    assert f"JVM {state['java_version']} on {nodes} node(s)" in out.output  # from _nodes/jvm
+    assert f"(SIMD) on {nodes if simd_on else 0} of {nodes}" in out.output
     if simd_on:
         assert os.path.isfile(state["java"])
         assert local.simd()[0] is True

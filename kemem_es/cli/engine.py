@@ -119,6 +119,9 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             f"{engine.dialect} {engine.version} at {engine.url} — "
             f"cluster {health.get('cluster_name')} [bold]{health.get('status')}[/bold]"
         )
+        jvm = _cluster_jvm(engine)
+        if jvm:
+            console.print(jvm, highlight=False, soft_wrap=True)
         table = Table("index (alias)", "docs")
         for db in DATABASES:
             for kind in KINDS:
@@ -126,6 +129,26 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
                 docs = engine.count(alias) if engine.index_exists(alias) else None
                 table.add_row(alias, "-" if docs is None else str(docs))
         console.print(table)
+
+
+def _cluster_jvm(engine) -> str | None:
+    """The JVMs of the cluster's nodes as the cluster reports them (any cluster, not only the
+    local node): versions, and how many nodes run with the vector incubator module (SIMD)."""
+    try:
+        nodes = dict(engine.client.nodes.info(metric="jvm")).get("nodes", {})
+    except Exception:  # no permission to read node info on someone's cluster: say nothing
+        return None
+    if not nodes:
+        return None
+    versions = sorted({n.get("jvm", {}).get("version", "?") for n in nodes.values()})
+    simd = sum(
+        any("jdk.incubator.vector" in arg for arg in n.get("jvm", {}).get("input_arguments", []))
+        for n in nodes.values()
+    )
+    return (
+        f"JVM {', '.join(versions)} on {len(nodes)} node(s); "
+        f"vector incubator module (SIMD) on {simd} of {len(nodes)}"
+    )
 
 
 def register(app: typer.Typer) -> None:
