@@ -79,7 +79,9 @@ def test_kemem_java_home_is_the_only_jdk_used(tmp_path: Path) -> None:
     mine = fake_jdk(tmp_path, "mine", "17.0.9")
     found = find_jdks(mine, env={"PATH": ""}, jvm_dir=jvm)
     assert [(j.major, j.source) for j in found] == [(17, "KEMEM_JAVA_HOME")]
-    assert choose("auto", found).engine.version == "2.19"
+    got = choose("auto", found)
+    assert got.engine.version == "2.19"
+    assert got.note is not None and "KEMEM_JAVA_HOME is Java 17" in got.note
 
 
 def test_missing_java_home_folder_is_skipped(tmp_path: Path) -> None:

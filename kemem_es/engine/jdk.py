@@ -199,10 +199,13 @@ def choose(wanted: str, jdks: list[Jdk]) -> Choice:
     fallback = ENGINES[FALLBACK]
     for jdk in jdks:
         if fallback.fits(jdk.major):
+            if jdk.source == "KEMEM_JAVA_HOME":
+                why, fix = f"KEMEM_JAVA_HOME is Java {jdk.major}", "point it at"
+            else:
+                why, fix = f"no JDK {newest.min_java}+ found", "install (or set KEMEM_JAVA_HOME to)"
             note = (
-                f"note: no JDK {newest.min_java}+ found, so the local engine is OpenSearch "
-                f"{fallback.release} on Java {jdk.version}; install a JDK {newest.min_java}+ "
-                f"(or set KEMEM_JAVA_HOME) for OpenSearch {newest.release}"
+                f"note: {why}, so the local engine is OpenSearch {fallback.release} on Java "
+                f"{jdk.version}; {fix} a JDK {newest.min_java}+ for OpenSearch {newest.release}"
             )
             return Choice(fallback, jdk, note)
     raise EngineSetupError(
