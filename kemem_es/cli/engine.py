@@ -8,7 +8,7 @@ from rich.table import Table
 from kemem_es.cli.common import console, err_console, guarded
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
-from kemem_es.engine.local import ENGINES, LocalEngine
+from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
 from kemem_es.engine.templates import DATABASES, KINDS, index_alias
 from kemem_es.errors import EngineSetupError, EngineUnavailable
 
@@ -132,22 +132,13 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
 
 
 def _cluster_jvm(engine) -> str | None:
-    """The JVMs of the cluster's nodes as the cluster reports them (any cluster, not only the
-    local node): versions, and how many nodes run with the vector incubator module (SIMD)."""
-    try:
-        nodes = dict(engine.client.nodes.info(metric="jvm")).get("nodes", {})
-    except Exception:  # no permission to read node info on someone's cluster: say nothing
+    info = jvm_info(engine)
+    if info is None:
         return None
-    if not nodes:
-        return None
-    versions = sorted({n.get("jvm", {}).get("version", "?") for n in nodes.values()})
-    simd = sum(
-        any("jdk.incubator.vector" in arg for arg in n.get("jvm", {}).get("input_arguments", []))
-        for n in nodes.values()
-    )
+    n = info["nodes"]
     return (
-        f"JVM {', '.join(versions)} on {len(nodes)} node(s); "
-        f"vector incubator module (SIMD) on {simd} of {len(nodes)}"
+        f"JVM {', '.join(info['versions'])} on {n} node(s); "
+        f"vector incubator module (SIMD) on {info['simd_nodes']} of {n}"
     )
 
 

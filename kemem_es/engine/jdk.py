@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kemem_es.errors import EngineSetupError
 
@@ -217,3 +218,24 @@ def _install_hint(spec: EngineSpec) -> str:
     if spec.min_java >= 21:
         return "install a JDK 21+ (e.g. `apt-get install openjdk-21-jdk-headless`)"
     return "install a JDK, e.g. `apt-get install openjdk-17-jre-headless`"
+
+
+# -- what a running cluster reports -----------------------------------------------------------
+def jvm_info(engine: Any) -> dict[str, Any] | None:
+    """The JVMs of any connected cluster's nodes, as the cluster reports them: versions, node
+    count, and on how many nodes the vector incubator module (SIMD) is on. None when the
+    cluster does not tell (e.g. no permission to read node info)."""
+    try:
+        nodes = dict(engine.client.nodes.info(metric="jvm")).get("nodes", {})
+    except Exception:
+        return None
+    if not nodes:
+        return None
+    jvms = [n.get("jvm", {}) for n in nodes.values()]
+    return {
+        "versions": sorted({j.get("version", "?") for j in jvms}),
+        "nodes": len(jvms),
+        "simd_nodes": sum(
+            any("jdk.incubator.vector" in a for a in j.get("input_arguments", [])) for j in jvms
+        ),
+    }

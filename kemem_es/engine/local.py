@@ -29,11 +29,19 @@ from importlib import resources
 from pathlib import Path
 
 from kemem_es.config import Settings
-from kemem_es.engine.jdk import ENGINES, Choice, EngineSpec, choose, find_jdks, java_major
+from kemem_es.engine.jdk import (
+    ENGINES,
+    Choice,
+    EngineSpec,
+    choose,
+    find_jdks,
+    java_major,
+    jvm_info,
+)
 from kemem_es.engine.layout import LocalPaths, has_legacy, migrate_legacy, write_conf
 from kemem_es.errors import EngineSetupError
 
-__all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major"]
+__all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major", "jvm_info"]
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
 KNN_PLUGIN = "org.opensearch.knn.plugin.KNNPlugin"
