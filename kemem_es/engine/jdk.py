@@ -7,7 +7,8 @@ code still installs a SecurityManager, which JDK 24+ no longer has).
 JDKs are looked for in this order: ``KEMEM_JAVA_HOME`` (when set, it is the only one used),
 ``JAVA_HOME``, the JDKs under ``/usr/lib/jvm`` (newest first), then ``java`` on the PATH.
 With ``KEMEM_ENGINE_VERSION=auto`` (the default) the first JDK 21+ gives 3.5; without one the
-node falls back to 2.19 on Java 17+ and says so in one line.
+node falls back to 2.19 on Java 17+ and says so in one line. ``jvm_info`` reads what a running
+cluster's nodes run (JVM versions, the vector module) from the cluster itself.
 """
 
 from __future__ import annotations
