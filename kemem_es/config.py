@@ -18,7 +18,15 @@ class Settings(BaseSettings):
     home: Path = Field(default=Path("~/.kemem"), description="local engine home: jars, data, logs")
     engine_port: int = Field(default=9251, ge=1025, le=9299, description="local node HTTP port")
     engine_heap: str = "1g"
-    java_home: Path | None = None
+    java_home: Path | None = Field(
+        default=None, description="the JDK to run the local node on (else one is looked for)"
+    )
+    engine_nodes: int = Field(
+        default=1, ge=1, le=5, description="local nodes (HTTP ports engine_port and up)"
+    )
+    engine_version: Literal["auto", "2.19", "3.5"] = Field(
+        default="auto", description="local OpenSearch: 3.5 on a JDK 21+, else 2.19 (auto)"
+    )
 
     # A cluster of the user's own.
     es_url: str | None = None

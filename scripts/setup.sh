@@ -13,6 +13,21 @@ if [[ -z "${KEMEM_MODEL_DIR:-}" && -z "${KEMEM_MODEL:-}" && -d ../shared/models/
 fi
 
 if [[ -z "${KEMEM_ES_URL:-}" ]]; then
+  # The local engine needs Maven (it fetches the jars from Maven Central) and a JDK: 21+ for
+  # OpenSearch 3.5, else 17 for 2.19. Install what is missing where we may (root + apt).
+  need=()
+  command -v mvn >/dev/null || need+=(maven)
+  if ! command -v java >/dev/null && ! compgen -G "/usr/lib/jvm/*/bin/java" >/dev/null; then
+    need+=(openjdk-17-jdk-headless)
+  fi
+  if ((${#need[@]})); then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+    else
+      echo "the local engine needs: ${need[*]} (install them, or set KEMEM_ES_URL)" >&2
+      exit 1
+    fi
+  fi
   kemem-es engine start
 fi
 # Indices written by an older kemem-es (global ids) move to the per-scope layout; no-op otherwise.

@@ -5,39 +5,77 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from kemem_es.cli.common import console, guarded
+from kemem_es.cli.common import console, err_console, guarded
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
-from kemem_es.engine.local import LocalEngine
-from kemem_es.errors import EngineUnavailable
+from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
+from kemem_es.errors import EngineSetupError, EngineUnavailable
 from kemem_es.store.layout import DATABASES, KINDS, index_alias
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
 
 
-def _local(home: str | None, port: int | None) -> LocalEngine:
-    return LocalEngine(get_settings(home=home, engine_port=port))
+def _local(
+    home: str | None, port: int | None, version: str | None = None, nodes: int | None = None
+) -> LocalEngine:
+    if version is not None and version not in ("auto", *ENGINES):
+        raise EngineSetupError(
+            f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}"
+        )
+    try:
+        settings = get_settings(
+            home=home, engine_port=port, engine_version=version, engine_nodes=nodes
+        )
+    except ValueError as exc:  # pydantic's ValidationError: one line, not a traceback
+        raise EngineSetupError(" ".join(str(exc).split())[:300]) from None
+    return LocalEngine(settings)
+
+
+def _notes(eng: LocalEngine) -> None:
+    for note in eng.notes:
+        err_console.print(note, highlight=False, soft_wrap=True)
 
 
 HomeOpt = typer.Option(None, "--home", help="engine home (default: KEMEM_HOME or ~/.kemem)")
 PortOpt = typer.Option(None, "--port", help="HTTP port (default: KEMEM_ENGINE_PORT or 9251)")
+VersionOpt = typer.Option(
+    None,
+    "--engine-version",
+    help="auto (3.5 on a JDK 21+, else 2.19), 3.5 or 2.19 (default: KEMEM_ENGINE_VERSION)",
+)
 
 
 @engine_app.command()
-def install(home: str | None = HomeOpt, force: bool = False) -> None:
+def install(
+    home: str | None = HomeOpt, version: str | None = VersionOpt, force: bool = False
+) -> None:
     """Fetch the engine jars with Maven (no start)."""
     with guarded():
-        eng = _local(home, None)
-        eng.install(force=force)
-        console.print(f"engine jars in {eng.paths.lib}")
+        eng = _local(home, None, version)
+        spec = eng.install(force=force)
+        _notes(eng)
+        console.print(f"OpenSearch {spec.release} jars in {eng.paths.lib(spec.version)}")
 
 
 @engine_app.command()
-def start(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
+def start(
+    home: str | None = HomeOpt,
+    port: int | None = PortOpt,
+    version: str | None = VersionOpt,
+    nodes: int | None = typer.Option(
+        None, "--nodes", help="a local cluster of N nodes on ports PORT.. (KEMEM_ENGINE_NODES)"
+    ),
+) -> None:
     """Start the node (idempotent) and wait until it is healthy."""
     with guarded():
-        url = _local(home, port).start()
-        console.print(f"local engine running at {url}")
+        eng = _local(home, port, version, nodes)
+        url = eng.start()
+        _notes(eng)
+        state = eng.state()
+        console.print(
+            f"local engine OpenSearch {state.get('release', '?')} on Java "
+            f"{state.get('java_version', '?')} running at {url}"
+        )
 
 
 @engine_app.command()
@@ -55,7 +93,22 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
         settings = get_settings(home=home, engine_port=port)
         if not settings.es_url:
             local = LocalEngine(settings)
-            console.print(f"local engine: pid {local.pid() or '-'}, home {settings.home}")
+            pid = local.pid()
+            console.print(f"local engine: pid {pid or '-'}, home {settings.home}")
+            state = local.state()
+            if pid and not state:
+                console.print("  engine OpenSearch 2.19 (started by an earlier kemem-es)")
+            if pid and state:
+                simd, why = local.simd()
+                console.print(
+                    f"  engine OpenSearch {state.get('release')}, {state.get('nodes', 1)} node(s) "
+                    f"(data {state.get('base')})\n"
+                    f"  JDK    Java {state.get('java_version')} at {state.get('java_home')} "
+                    f"(from {state.get('java_source')})\n"
+                    f"  SIMD   {'on' if simd else 'off'} — {why}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
         try:
             engine = connect(settings)
         except EngineUnavailable as exc:
@@ -66,6 +119,9 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             f"{engine.dialect} {engine.version} at {engine.url} — "
             f"cluster {health.get('cluster_name')} [bold]{health.get('status')}[/bold]"
         )
+        jvm = _cluster_jvm(engine)
+        if jvm:
+            console.print(jvm, highlight=False, soft_wrap=True)
         table = Table("index (alias)", "docs")
         for db in DATABASES:
             for kind in KINDS:
@@ -73,6 +129,17 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
                 docs = engine.count(alias) if engine.index_exists(alias) else None
                 table.add_row(alias, "-" if docs is None else str(docs))
         console.print(table)
+
+
+def _cluster_jvm(engine) -> str | None:
+    info = jvm_info(engine)
+    if info is None:
+        return None
+    n = info["nodes"]
+    return (
+        f"JVM {', '.join(info['versions'])} on {n} node(s); "
+        f"vector incubator module (SIMD) on {info['simd_nodes']} of {n}"
+    )
 
 
 def register(app: typer.Typer) -> None:

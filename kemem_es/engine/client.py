@@ -6,6 +6,7 @@ that differ between the two official clients, and the vector pieces of a query, 
 
 from __future__ import annotations
 
+import copy
 import json
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -199,7 +200,7 @@ class OpenSearchEngine(Engine):
         return dict(self.client.bulk(body=lines, refresh=refresh))
 
     def create_index(self, index: str, body: dict[str, Any]) -> None:
-        self.client.indices.create(index=index, body=body)
+        self.client.indices.create(index=index, body=self._scored_as_on_2x(body))
 
     def update_aliases(self, actions: list[dict[str, Any]]) -> None:
         self.client.indices.update_aliases(body={"actions": actions})
@@ -211,7 +212,34 @@ class OpenSearchEngine(Engine):
         return int(resp.get("deleted", 0))
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
+        if "template" in body:
+            body = {**body, "template": self._scored_as_on_2x(body["template"])}
         self.client.indices.put_index_template(name=name, body=body)
+
+    def _scored_as_on_2x(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Index settings that give OpenSearch 3.x the keyword scores of 2.x.
+
+        3.0 changed two defaults: text is scored with Lucene's BM25, without the (k1 + 1)
+        factor of 2.x's (every BM25 score 2.2 times lower, and kw = bm25 / (bm25 + k) with
+        it), and a term query on a keyword field became constant-score. The fusion weights were
+        tuned on 2.x, so 3.x indices keep 2.x's formula (``LegacyBM25``) and score keyword
+        fields (``use_similarity``); both settings are unknown to 2.x, which needs neither."""
+        major = self.version.split(".")[0]
+        if not major.isdigit() or int(major) < 3:
+            return body
+        body = copy.deepcopy(body)
+        settings = body.setdefault("settings", {})
+        if "index.similarity.default.type" not in settings and "similarity" not in settings.get(
+            "index", {}
+        ):
+            settings["index.similarity.default.type"] = "LegacyBM25"
+        stack = [body.get("mappings", {}).get("properties", {})]
+        while stack:
+            for spec in stack.pop().values():
+                if spec.get("type") == "keyword":
+                    spec.setdefault("use_similarity", True)
+                stack.append(spec.get("properties", {}))
+        return body
 
 
 class ElasticsearchEngine(Engine):

