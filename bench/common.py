@@ -119,6 +119,8 @@ def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
 
     if not prefix.startswith("bench-"):
         raise ValueError("benchmark index prefixes must start with 'bench-'")
+    # Measuring must not change what is measured: recalls do not reinforce here.
+    overrides.setdefault("reinforce", False)
     return Kemem(
         model_dir=overrides.pop("model_dir", DEFAULT_MODEL_DIR),
         index_prefix=prefix,

@@ -35,7 +35,11 @@ class Settings(BaseSettings):
     es_api_key: str | None = None
     es_ca_certs: Path | None = None
     es_verify_certs: bool = True
-    es_timeout_s: float = 30.0
+    es_timeout_s: float = Field(default=30.0, gt=0, description="writes and admin calls")
+    query_timeout_s: float = Field(
+        default=5.0, gt=0, description="each search request of a query: the chat path's deadline"
+    )
+    es_max_retries: int = Field(default=1, ge=0, le=5, description="on a dropped connection only")
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
     index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     default_agent_id: str = Field(

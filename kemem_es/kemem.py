@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
+from kemem_es.engine.client import engine_errors
 from kemem_es.errors import InvalidInput, KememError, invalid_options
 from kemem_es.ingest.reader import line_no, read_jsonl
 from kemem_es.memory import MemoryService
@@ -112,7 +113,8 @@ class Kemem:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
             raise invalid_options(exc) from None
-        resp = self.searcher.query(text, params)
+        with engine_errors("searching"):
+            resp = self.searcher.query(text, params)
         if self.hooks.after_search:
             ctx = HookContext(agent_id, user_id, "user", query=text)
             resp = self.hooks.run_after_search(resp, ctx)

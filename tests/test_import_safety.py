@@ -134,11 +134,12 @@ class Proxy:
     """A loopback TCP proxy in front of the real engine that drops every connection (as if the
     engine died) once ``kill_after`` bulk requests have gone through."""
 
-    def __init__(self, target_port: int, kill_after: int) -> None:
+    def __init__(self, target_port: int, kill_after: int = 10**9) -> None:
         self.target = target_port
         self.kill_after = kill_after
         self.bulks = 0
         self.dead = False
+        self.hung = False  # True: requests are swallowed, nothing answers (a hung engine)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -164,6 +165,8 @@ class Proxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if request and self.hung:
+                    continue
                 if request and b"/_bulk" in data.split(b"\r\n", 1)[0]:
                     self.bulks += 1
                     if self.bulks > self.kill_after:

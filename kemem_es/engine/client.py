@@ -67,6 +67,11 @@ class Engine(ABC):
     def url(self) -> str:
         return self.settings.url
 
+    @property
+    def read_timeout(self) -> float:
+        """Searches answer the chat path: they get the query deadline, not the write timeout."""
+        return self.settings.query_timeout_s
+
     # -- dialect pieces of queries ---------------------------------------------------------
     @abstractmethod
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
@@ -187,10 +192,10 @@ class OpenSearchEngine(Engine):
         return {"knn": {field: clause}}
 
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.client.search(index=index, body=body))
+        return dict(self.client.search(index=index, body=body, request_timeout=self.read_timeout))
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
-        return self.client.msearch(body=lines)
+        return self.client.msearch(body=lines, request_timeout=self.read_timeout)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, body={"ids": ids}, _source_includes=fields)
@@ -271,10 +276,12 @@ class ElasticsearchEngine(Engine):
         return {"knn": clause}
 
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.client.search(index=index, **body))
+        reader = self.client.options(request_timeout=self.read_timeout)
+        return dict(reader.search(index=index, **body))
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
-        return self.client.msearch(searches=lines)
+        reader = self.client.options(request_timeout=self.read_timeout)
+        return reader.msearch(searches=lines)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, ids=ids, source_includes=fields)
@@ -324,8 +331,9 @@ def _opensearch_client(settings: Settings) -> Any:
         kw["http_auth"] = kw.pop("basic_auth")
     if "api_key" in kw:
         kw.setdefault("headers", {})["Authorization"] = f"ApiKey {kw.pop('api_key')}"
-    kw["max_retries"] = 2
-    kw["retry_on_timeout"] = True
+    # One retry on a dropped connection; a timeout is not retried (it would double the wait).
+    kw["max_retries"] = settings.es_max_retries
+    kw["retry_on_timeout"] = False
     return OpenSearch(hosts=[settings.url], **kw)
 
 
@@ -333,7 +341,10 @@ def _elasticsearch_client(settings: Settings) -> Any:
     from elasticsearch import Elasticsearch
 
     return Elasticsearch(
-        settings.url, max_retries=2, retry_on_timeout=True, **_auth_kwargs(settings)
+        settings.url,
+        max_retries=settings.es_max_retries,
+        retry_on_timeout=False,
+        **_auth_kwargs(settings),
     )
 
 

@@ -1,0 +1,46 @@
+"""Engine down or hung: a query fails with a KememError within its deadline, never a raw client
+error after minutes of retries (real engine behind a loopback proxy that can hang or die)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from test_import_safety import Proxy
+
+from kemem_es import Kemem
+from kemem_es.errors import EngineUnavailable
+
+pytestmark = pytest.mark.engine
+
+A = {"agent_id": "qiyu", "user_id": "u1"}
+
+
+def test_hung_or_stopped_engine_is_a_kemem_error_within_the_deadline(kemem) -> None:
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "x", "description": "木木吃了火锅", "created_at": "2025-01-01"}], "events"
+    )
+    proxy = Proxy(int(kemem.settings.url.rsplit(":", 1)[1]))
+    settings = kemem.settings.model_copy(
+        update={"es_url": f"http://127.0.0.1:{proxy.port}", "query_timeout_s": 1.0}
+    )
+    km = Kemem(settings)
+    km.embedder = kemem.embedder
+    try:
+        assert km.query("火锅", **A, score_threshold=0).memory_events  # warm: it works
+
+        proxy.hung = True
+        t0 = time.monotonic()
+        with pytest.raises(EngineUnavailable, match="searching"):
+            km.query("火锅", **A)
+        assert time.monotonic() - t0 < 4  # 1 s deadline, no retry on a timeout
+
+        proxy.close()  # now nothing listens: connection refused
+        t0 = time.monotonic()
+        with pytest.raises(EngineUnavailable):
+            km.query("火锅", **A)
+        assert time.monotonic() - t0 < 4
+    finally:
+        km.settings = km.settings.model_copy(update={"reinforce": False})
+        proxy.close()
