@@ -6,36 +6,35 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.client import engine_errors
-from kemem_es.errors import InvalidInput, KememError, invalid_options
-from kemem_es.ingest.reader import line_no, read_jsonl
+from kemem_es.errors import KememError, invalid_options
+from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
-from kemem_es.memory.hooks import HookContext, Hooks, Rejected
+from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput
-from kemem_es.memory.strength import Reinforcer
+from kemem_es.memory.strength import Reinforcer, recall_keys
+from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.layout import KINDS, index_alias
+from kemem_es.store.layout import KINDS
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
-from kemem_es.store.validation import validate_items
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +62,6 @@ class Kemem:
         self.settings = settings or get_settings(**overrides)
         self._checked: set[tuple[str, str]] = set()
         self.hooks = Hooks()
-        self._pending: list[Future[list[AddResult]]] = []
-        self.extraction_errors: list[KememError] = []
 
     @cached_property
     def engine(self) -> Engine:
@@ -132,16 +129,8 @@ class Kemem:
     def _recalled(self, params: QueryParams, resp: QueryResponse) -> None:
         """Queue +strength for every memory the query returned (off the critical path)."""
         user, official = query_scopes(params.agent_id, params.user_id)
-        scopes = {"user": user, "official": official}
-        prefix = self.settings.index_prefix
         if self.settings.reinforce:
-            keys = [
-                (index_alias(prefix, e.db, "events"), scopes[e.db].doc_id(e.index))  # type: ignore[index]
-                for e in resp.memory_events
-            ] + [
-                (index_alias(prefix, n.db, "entities"), scopes[n.db].doc_id(str(n.index["index"])))  # type: ignore[index]
-                for n in resp.memory_entities
-            ]
+            keys = recall_keys(self.settings.index_prefix, user, official, resp)
             if keys:
                 self.reinforcer.recalled(keys, datetime.now(timezone.utc))
         self.reinforcer.active(user)
@@ -152,10 +141,8 @@ class Kemem:
 
     def close(self) -> None:
         """Finish background extractions, flush what is queued, stop the background writers."""
-        if self._pending:
-            self.drain()
-        if "_background" in self.__dict__:
-            self._background.shutdown(wait=True)
+        if "writes" in self.__dict__:
+            self.writes.close()
         if "reinforcer" in self.__dict__:
             self.reinforcer.close()
 
@@ -176,20 +163,9 @@ class Kemem:
     ) -> list[UserCleanup]:
         """Forget the weakest memories of users who reached the cap or went inactive (policy
         from settings, overridable: cap, ratio, inactive_days, min_capacity, interval_days)."""
-        s = self.settings
-        defaults = {
-            "cap": s.cleanup_cap,
-            "ratio": s.cleanup_ratio,
-            "inactive_days": s.cleanup_inactive_days,
-            "min_capacity": s.cleanup_min_capacity,
-            "interval_days": s.cleanup_interval_days,
-        }
-        unknown = set(policy) - set(defaults)
-        if unknown:
-            raise InvalidInput(f"{sorted(unknown)[0]}: unknown option", field=sorted(unknown)[0])
+        rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        rules = Policy(**{**defaults, **policy})
         return run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
 
     def query_simple(
@@ -252,7 +228,10 @@ class Kemem:
         nothing is written, unless ``skip_invalid`` (then they are listed in the report).
         ``dedup`` folds records into similar existing memories (off: an exact replay)."""
         items, problems = read_jsonl(Path(path))
-        return self._import(items, problems, kind, db, skip_invalid, on_progress, dedup, path)
+        self._ready(kind, db)
+        return self.writes.import_items(
+            items, problems, kind, db, skip_invalid, on_progress, dedup, path
+        )
 
     def index_records(
         self,
@@ -265,59 +244,8 @@ class Kemem:
         """Like ``index_file`` for records in memory: the same validation (scope rule included),
         problems named ``record N`` (1-based)."""
         items = [(f"record {i}", r) for i, r in enumerate(records, start=1)]
-        return self._import(items, [], kind, db, skip_invalid, None, dedup, None)
-
-    def _import(
-        self,
-        items: list[tuple[str, Any]],
-        problems: list[str],
-        kind: MemoryKind,
-        db: Database,
-        skip_invalid: bool,
-        on_progress: Callable[[int, int], None] | None,
-        dedup: bool,
-        path: Path | None,
-    ) -> IndexReport:
-        """Hooks, then validation of everything, then (dedup and) the bulk write."""
         self._ready(kind, db)
-        if self.hooks.before_write:
-            items = self._hooked(items, kind, db, problems)
-        good, invalid = validate_items(items, kind, db, self.embedder.dim)
-        problems = sorted(problems + invalid, key=line_no)
-        if problems and not skip_invalid:
-            where = f"{path}: " if path else ""
-            hint = " (fix them, or pass --skip-invalid to index the valid ones)" if path else ""
-            raise InvalidInput(
-                f"{where}{len(problems)} invalid record(s); nothing was written{hint}; "
-                f"first: {problems[0]}",
-                problems,
-            )
-        merged = dups = 0
-        if dedup:
-            good, merged, dups = self.memories.dedup_imports(good, kind)
-        report = self.writer.write(good, kind, on_progress)
-        report.merged, report.duplicates = merged, dups
-        report.rejected = problems + report.rejected
-        return report
-
-    def _hooked(
-        self, items: list[tuple[str, Any]], kind: MemoryKind, db: Database, problems: list[str]
-    ) -> list[tuple[str, Any]]:
-        """before_write hooks on every record (as dicts); a rejection becomes a problem."""
-        out = []
-        for label, item in items:
-            data = item.model_dump() if isinstance(item, BaseModel) else item
-            if not isinstance(data, dict):
-                out.append((label, item))
-                continue
-            ctx = HookContext(str(data.get("agent_id")), data.get("user_id"), db, kind)
-            try:
-                (data,) = self.hooks.run_before_write([data], ctx, [label])
-            except Rejected as exc:
-                problems.append(str(exc))
-                continue
-            out.append((label, data))
-        return out
+        return self.writes.import_items(items, [], kind, db, skip_invalid, None, dedup, None)
 
     def index_demo(
         self, files: Iterable[tuple[str, MemoryKind, Database]] = DEMO_FILES
@@ -332,6 +260,29 @@ class Kemem:
         one: ``""`` is refused like any other invalid id)."""
         agent = self.settings.default_agent_id if agent_id is None else agent_id
         return Scope.of(agent_id=agent, user_id=user_id, db=db)
+
+    @cached_property
+    def extractor(self) -> Extractor:
+        """The LLM extractor (KEMEM_LLM_*); assign your own object with ``extract`` instead."""
+        from kemem_es.memory.extract import extractor_from_settings
+
+        return extractor_from_settings(self.settings)
+
+    @cached_property
+    def writes(self) -> WritePaths:
+        return WritePaths(self.memories, self.hooks, lambda: self.extractor, self.reinforcer.active)
+
+    @property
+    def extraction_errors(self) -> list[KememError]:
+        """Background extractions that failed (``infer="background"``)."""
+        return self.writes.extraction_errors
+
+    def drain(self, timeout_s: float | None = None) -> list[AddResult]:
+        """Wait for background extractions (returns what they stored), then flush
+        reinforcement."""
+        done = self.writes.drain(timeout_s)
+        self.flush()
+        return done
 
     @cached_property
     def memories(self) -> MemoryService:
@@ -388,116 +339,12 @@ class Kemem:
         returns it, and extracts afterwards (``km.drain()`` waits; failures are logged and
         kept in ``km.extraction_errors``)."""
         scope = self._scope(agent_id, user_id, db)
-        if infer:
-            names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
-            return self._add_inferred(
-                data, scope, session_id, metadata, refresh, dedup, infer == "background", names
-            )
-        self._ready(kind, db)
-        results = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup)
-        self.reinforcer.active(scope)
-        return results
-
-    def _write(
-        self,
-        items: list[tuple[MemoryKind, Any]],
-        scope: Scope,
-        session_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        refresh: bool,
-        dedup: bool,
-        extracted: bool = False,
-    ) -> list[AddResult]:
-        """Prepare, hook and validate every item, then write them (nothing written if any
-        fails before writing). Text, messages and extracted facts are "said now": the same
-        words again are a NOOP whatever their time."""
-        prepared = []
-        for kind, data in items:
-            record = self.memories.prepare(data, scope, kind, session_id, metadata)
-            if self.hooks.before_write:
-                ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
-                (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
-            said_now = extracted or not isinstance(data, Mapping | BaseModel)
-            prepared.append((kind, record, said_now))
-        for kind, record, _ in prepared:  # validate all before writing any
-            self.memories.validate(record, kind, scope)
-        out: list[AddResult] = []
-        for kind, record, said_now in prepared:
-            out += self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
-        return out
-
-    # -- infer=True -----------------------------------------------------------------------
-    @cached_property
-    def extractor(self) -> Extractor:
-        """The LLM extractor (KEMEM_LLM_*); assign your own object with ``extract`` instead."""
-        from kemem_es.memory.extract import extractor_from_settings
-
-        return extractor_from_settings(self.settings)
-
-    def _extract(
-        self, data: Any, scope: Scope, names: dict[str, str]
-    ) -> list[tuple[MemoryKind, Any]]:
-        if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
-            raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
-        if isinstance(data, str):
-            messages = [{"role": "user", "content": data}]
-        else:
-            messages = [data] if isinstance(data, Mapping) else list(data)
-        found = self.extractor.extract(
-            messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
-            now=datetime.now().astimezone(),
-        )  # fmt: skip
-        return [(kind, {**rec, **names}) for kind, rec in found.items()]
-
-    def _add_inferred(
-        self,
-        data: Any,
-        scope: Scope,
-        session_id: str | None,
-        metadata: Mapping[str, Any] | None,
-        refresh: bool,
-        dedup: bool,
-        background: bool,
-        names: dict[str, str],
-    ) -> list[AddResult]:
-        for kind in KINDS:
-            self._ready(kind, scope.db)
-        if not background:
-            items = self._extract(data, scope, names)
-            results = self._write(items, scope, session_id, metadata, refresh, dedup, True)
-            self.reinforcer.active(scope)
-            return results
-        raw = self._write([("events", data)], scope, session_id, metadata, refresh, dedup)
-
-        def later() -> list[AddResult]:
-            try:
-                items = self._extract(data, scope, names)
-                return self._write(items, scope, session_id, metadata, refresh, dedup, True)
-            except KememError as exc:
-                log.warning("background extraction failed: %s", type(exc).__name__)
-                self.extraction_errors.append(exc)
-                raise
-
-        self._pending.append(self._background.submit(later))
-        self.reinforcer.active(scope)
-        return raw
-
-    @cached_property
-    def _background(self) -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-extract")
-
-    def drain(self, timeout_s: float | None = None) -> list[AddResult]:
-        """Wait for background extractions; returns what they stored (failures are skipped and
-        kept in ``extraction_errors``). Also flushes reinforcement."""
-        done: list[AddResult] = []
-        pending, self._pending = self._pending, []
-        for job in pending:
-            try:
-                done += job.result(timeout=timeout_s)
-            except KememError:
-                continue
-        self.flush()
-        return done
+        names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
+        for k in KINDS if infer else (kind,):
+            self._ready(k, db)
+        return self.writes.add(
+            data, scope, kind, session_id, metadata, refresh, dedup, infer, names
+        )
 
     def get(
         self,

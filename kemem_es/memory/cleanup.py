@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from kemem_es.config import Settings
 from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.errors import InvalidInput
 from kemem_es.memory.strength import parse_instant, state_id, utc_iso
 from kemem_es.models import MemoryKind
 from kemem_es.store.crud import Crud
@@ -51,6 +53,16 @@ class Policy:
     inactive_days: float = 90.0
     min_capacity: int = 1_000
     interval_days: float = 7.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> Policy:
+        """KEMEM_CLEANUP_* settings, with per-call overrides (an unknown one raises)."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise InvalidInput(f"{unknown[0]}: unknown option", field=unknown[0])
+        values = {n: getattr(settings, f"cleanup_{n}") for n in names}
+        return cls(**{**values, **overrides})
 
 
 @dataclass

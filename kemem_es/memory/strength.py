@@ -22,7 +22,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kemem_es.engine.client import CLIENT_ERRORS, Engine
-from kemem_es.store.layout import users_alias
+from kemem_es.search.response import QueryResponse
+from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -198,3 +199,17 @@ def _run(ref: weakref.ref[Reinforcer], stop: threading.Event, period: float) -> 
 def state_id(scope: Scope) -> str:
     """The id of a user's activity / clean-up state document."""
     return scope.doc_id("\x00state")
+
+
+def recall_keys(
+    prefix: str, user: Scope, official: Scope, resp: QueryResponse
+) -> list[tuple[str, str]]:
+    """(index, engine id) of every memory a response returned, events and entities."""
+    scopes = {"user": user, "official": official}
+    keys = []
+    for e in resp.memory_events:
+        keys.append((index_alias(prefix, e.db, "events"), scopes[e.db].doc_id(e.index)))  # type: ignore[arg-type]
+    for n in resp.memory_entities:
+        mid = str(n.index.get("index"))
+        keys.append((index_alias(prefix, n.db, "entities"), scopes[n.db].doc_id(mid)))  # type: ignore[arg-type]
+    return keys

@@ -1,0 +1,189 @@
+"""The write paths behind ``Kemem``: ``add`` (text, messages, records; with ``infer`` through the
+extractor, now or in the background) and imports (files, record lists). Both run the hooks, then
+validate everything, and only then write, so a failure before writing leaves nothing behind."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kemem_es.contract.memory import AddResult
+from kemem_es.errors import InvalidInput, KememError
+from kemem_es.ingest.reader import line_no
+from kemem_es.memory.extract import Extractor
+from kemem_es.memory.hooks import HookContext, Hooks, Rejected
+from kemem_es.memory.service import MemoryService
+from kemem_es.models import Database, MemoryKind
+from kemem_es.store.bulk import IndexReport
+from kemem_es.store.scope import Scope
+from kemem_es.store.validation import validate_items
+
+log = logging.getLogger(__name__)
+
+
+class WritePaths:
+    def __init__(
+        self,
+        memories: MemoryService,
+        hooks: Hooks,
+        extractor: Callable[[], Extractor],
+        on_active: Callable[[Scope], None],
+    ) -> None:
+        self.memories = memories
+        self.hooks = hooks
+        self.extractor = extractor
+        self.on_active = on_active
+        self.extraction_errors: list[KememError] = []
+        self._pending: list[Future[list[AddResult]]] = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    # -- add ------------------------------------------------------------------------------
+    def add(
+        self,
+        data: Any,
+        scope: Scope,
+        kind: MemoryKind,
+        session_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        refresh: bool,
+        dedup: bool,
+        infer: bool | str,
+        names: dict[str, str],
+    ) -> list[AddResult]:
+        if not infer:
+            out = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup)
+        elif infer != "background":
+            items = self._extract(data, names)
+            out = self._write(items, scope, session_id, metadata, refresh, dedup, True)
+        else:
+            out = self._write([("events", data)], scope, session_id, metadata, refresh, dedup)
+
+            def later() -> list[AddResult]:
+                try:
+                    items = self._extract(data, names)
+                    return self._write(items, scope, session_id, metadata, refresh, dedup, True)
+                except KememError as exc:
+                    log.warning("background extraction failed: %s", type(exc).__name__)
+                    self.extraction_errors.append(exc)
+                    raise
+
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-extract")
+            self._pending.append(self._pool.submit(later))
+        self.on_active(scope)
+        return out
+
+    def _write(
+        self,
+        items: list[tuple[MemoryKind, Any]],
+        scope: Scope,
+        session_id: str | None,
+        metadata: Mapping[str, Any] | None,
+        refresh: bool,
+        dedup: bool,
+        extracted: bool = False,
+    ) -> list[AddResult]:
+        """Prepare, hook and validate every item, then write them. Text, messages and extracted
+        facts are "said now": the same words again are a NOOP whatever their time."""
+        prepared = []
+        for kind, data in items:
+            record = self.memories.prepare(data, scope, kind, session_id, metadata)
+            if self.hooks.before_write:
+                ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
+                (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
+            said_now = extracted or not isinstance(data, Mapping | BaseModel)
+            prepared.append((kind, record, said_now))
+        for kind, record, _ in prepared:  # validate all before writing any
+            self.memories.validate(record, kind, scope)
+        out: list[AddResult] = []
+        for kind, record, said_now in prepared:
+            out += self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
+        return out
+
+    def _extract(self, data: Any, names: dict[str, str]) -> list[tuple[MemoryKind, Any]]:
+        if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
+            raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
+        if isinstance(data, str):
+            messages = [{"role": "user", "content": data}]
+        else:
+            messages = [data] if isinstance(data, Mapping) else list(data)
+        found = self.extractor().extract(
+            messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
+            now=datetime.now().astimezone(),
+        )  # fmt: skip
+        return [(kind, {**rec, **names}) for kind, rec in found.items()]  # type: ignore[misc]
+
+    def drain(self, timeout_s: float | None = None) -> list[AddResult]:
+        """Wait for background extractions; what they stored (failures are skipped: they are
+        in ``extraction_errors``)."""
+        done: list[AddResult] = []
+        pending, self._pending = self._pending, []
+        for job in pending:
+            try:
+                done += job.result(timeout=timeout_s)
+            except KememError:
+                continue
+        return done
+
+    def close(self) -> None:
+        self.drain()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    # -- imports --------------------------------------------------------------------------
+    def import_items(
+        self,
+        items: list[tuple[str, Any]],
+        problems: list[str],
+        kind: MemoryKind,
+        db: Database,
+        skip_invalid: bool,
+        on_progress: Callable[[int, int], None] | None,
+        dedup: bool,
+        path: Path | None,
+    ) -> IndexReport:
+        """Hooks, then validation of everything, then (dedup and) the bulk write."""
+        if self.hooks.before_write:
+            items = self._hooked(items, kind, db, problems)
+        good, invalid = validate_items(items, kind, db, self.memories.dim)
+        problems = sorted(problems + invalid, key=line_no)
+        if problems and not skip_invalid:
+            where = f"{path}: " if path else ""
+            hint = " (fix them, or pass --skip-invalid to index the valid ones)" if path else ""
+            raise InvalidInput(
+                f"{where}{len(problems)} invalid record(s); nothing was written{hint}; "
+                f"first: {problems[0]}",
+                problems,
+            )
+        merged = dups = 0
+        if dedup:
+            good, merged, dups = self.memories.dedup_imports(good, kind)
+        report = self.memories.writer.write(good, kind, on_progress)
+        report.merged, report.duplicates = merged, dups
+        report.rejected = problems + report.rejected
+        return report
+
+    def _hooked(
+        self, items: list[tuple[str, Any]], kind: MemoryKind, db: Database, problems: list[str]
+    ) -> list[tuple[str, Any]]:
+        """before_write hooks on every record (as dicts); a rejection becomes a problem."""
+        out = []
+        for label, item in items:
+            data = item.model_dump() if isinstance(item, BaseModel) else item
+            if not isinstance(data, dict):
+                out.append((label, item))
+                continue
+            ctx = HookContext(str(data.get("agent_id")), data.get("user_id"), db, kind)
+            try:
+                (data,) = self.hooks.run_before_write([data], ctx, [label])
+            except Rejected as exc:
+                problems.append(str(exc))
+                continue
+            out.append((label, data))
+        return out
