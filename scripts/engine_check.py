@@ -90,6 +90,8 @@ def main() -> None:
         KEMEM_ENGINE_PORT=str(args.port),
         KEMEM_ENGINE_VERSION=args.engine_version,
         KEMEM_INDEX_PREFIX=args.prefix,
+        # A comparison of scores: the queries must not reinforce what the next one scores.
+        KEMEM_REINFORCE="false",
     )
     url = f"http://127.0.0.1:{args.port}"
     compare = args.compare_url or (

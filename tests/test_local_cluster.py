@@ -67,7 +67,9 @@ def _indexed(settings: Settings, embedder, shards: int | None = None):
     from kemem_es import Kemem
     from kemem_es.kemem import DEMO_FILES, demo_path
 
-    km = Kemem(settings.model_copy(update={"index_prefix": f"test-cl-{uuid.uuid4().hex[:8]}"}))
+    prefix = f"test-cl-{uuid.uuid4().hex[:8]}"
+    # Comparing scores across topologies: recalls must not reinforce between the queries.
+    km = Kemem(settings.model_copy(update={"index_prefix": prefix, "reinforce": False}))
     km.embedder = embedder
     if shards is not None:
         engine, change = km.engine, _with_shards(shards)
