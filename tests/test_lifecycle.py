@@ -270,3 +270,24 @@ def test_hooks_transform_reject_and_rerank(kemem) -> None:
     kemem.hooks.after_search[:] = [lambda resp, ctx: None]
     with pytest.raises(HookError, match="must return the response"):
         kemem.search("生日", **A)
+
+
+@pytest.mark.engine
+def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
+    kemem.init()
+    vec = [1.0] + [0.0] * (kemem.embedder.dim - 1)
+    rows = [
+        {"id": f"i{i:02d}", "description": f"记忆{i}", "created_at": "2025-01-01",
+         "strength": float(i), "vector": vec}
+        for i in range(12)
+    ]  # fmt: skip
+    kemem.index_records([{**r, **A} for r in rows], "events")
+    kemem.index_records([{**r, **B} for r in rows], "events")
+    kemem.search("记忆", **A)  # A is active now; B never was
+    kemem.flush()
+    reports = kemem.cleanup(cap=1000, inactive_days=30, min_capacity=5)
+    by_user = {r.user_id: r for r in reports}
+    assert (by_user["u_b"].reason, by_user["u_b"].deleted) == ("inactive", 7)
+    assert by_user["u_a"].deleted == 0
+    assert {m.id for m in kemem.get_all(**B).results} == {f"i{i:02d}" for i in range(7, 12)}
+    assert kemem.count(**A) == 12
