@@ -148,6 +148,19 @@ class Engine(ABC):
                 return None
             raise
 
+    def get_many(
+        self, refs: Sequence[tuple[str, str]], excludes: Sequence[str] = ()
+    ) -> list[dict[str, Any] | None]:
+        """Several (index, id) documents in one real-time round trip, in order; None where
+        missing (no 404s: a miss is an answer here, not an error)."""
+        body = {"docs": [{"_index": index, "_id": doc_id} for index, doc_id in refs]}
+        kw = {self._excludes_kw: list(excludes)} if excludes else {}
+        resp = self._mget_body(body, kw)
+        return [d if d.get("found") else None for d in resp["docs"]]
+
+    @abstractmethod
+    def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any: ...
+
     @abstractmethod
     def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
         """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
@@ -196,6 +209,9 @@ class OpenSearchEngine(Engine):
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
         return self.client.msearch(body=lines, request_timeout=self.read_timeout)
+
+    def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any:
+        return self.client.mget(body=body, request_timeout=self.read_timeout, **kw)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, body={"ids": ids}, _source_includes=fields)
@@ -282,6 +298,10 @@ class ElasticsearchEngine(Engine):
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
         reader = self.client.options(request_timeout=self.read_timeout)
         return reader.msearch(searches=lines)
+
+    def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any:
+        reader = self.client.options(request_timeout=self.read_timeout)
+        return reader.mget(docs=body["docs"], **kw)
 
     def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
         resp = self.client.mget(index=index, ids=ids, source_includes=fields)

@@ -82,14 +82,15 @@ class Crud:
     # -- reads ----------------------------------------------------------------------------
     def fetch(self, scope: Scope, memory_id: str, kind: MemoryKind | None = None) -> Stored:
         """The memory with this id in this scope; NotFound otherwise (also for other scopes)."""
-        found: list[Stored] = []
-        for k in _kinds(kind):
-            with engine_errors("reading a memory"):
-                doc = self.engine.get(
-                    self.alias(scope, k), scope.doc_id(memory_id), excludes=FETCH_EXCLUDES
-                )
-            if doc and doc.get("found", True) and scope.owns(doc.get("_source", {})):
-                found.append(Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"]))
+        kinds = _kinds(kind)
+        refs = [(self.alias(scope, k), scope.doc_id(memory_id)) for k in kinds]
+        with engine_errors("reading a memory"):
+            docs = self.engine.get_many(refs, excludes=FETCH_EXCLUDES)
+        found = [
+            Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"])
+            for k, doc in zip(kinds, docs, strict=True)
+            if doc is not None and scope.owns(doc.get("_source", {}))
+        ]
         if not found:
             raise NotFound(f"no memory {memory_id!r} among the {scope.describe()}")
         if len(found) > 1:
