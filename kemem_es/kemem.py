@@ -286,7 +286,7 @@ class Kemem:
 
     @cached_property
     def memories(self) -> MemoryService:
-        return MemoryService(self.engine, self.writer, self.settings.dedup_threshold)
+        return MemoryService(self.engine, lambda: self.writer, self.settings.dedup_threshold)
 
     def search(
         self,

@@ -6,9 +6,10 @@ one :class:`Scope`, and records what it changed in the history index.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
@@ -39,11 +40,18 @@ FIXED_FIELDS = ("id", "agent_id", "user_id", "db")  # an update cannot move a me
 
 
 class MemoryService:
-    def __init__(self, engine: Engine, writer: BulkWriter, dedup_threshold: float = 0.9) -> None:
+    def __init__(
+        self, engine: Engine, writer: Callable[[], BulkWriter], dedup_threshold: float = 0.9
+    ) -> None:
         self.engine = engine
-        self.writer = writer
+        self._writer = writer
         self.crud = Crud(engine)
         self.dedup_threshold = dedup_threshold
+
+    @cached_property
+    def writer(self) -> BulkWriter:
+        """Built on first write: reads, lists and deletes need no embedding model."""
+        return self._writer()
 
     @property
     def dim(self) -> int:
@@ -135,7 +143,7 @@ class MemoryService:
                 return res.model_copy(
                     update={"matched_id": match.memory_id, "similarity": round(match.similarity, 4)}
                 )
-        self.writer._learn_names([c.record])
+        self.writer.learn_names([c.record])
         doc = to_document(c.record, c.scope, self.writer.tokenizer, c.memory_id)
         doc["content_hash"] = h
         doc["vector"] = vector
@@ -275,7 +283,7 @@ class MemoryService:
         if "updatetime" not in changes:
             merged["updatetime"] = now
         c = self._validate(merged, kind, scope)
-        self.writer._learn_names([c.record])
+        self.writer.learn_names([c.record])
         doc = to_document(c.record, scope, self.writer.tokenizer, stored.memory_id)
         doc["content_hash"] = content_hash(c.record, self.writer.embedder.name)
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record

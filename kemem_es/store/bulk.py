@@ -186,7 +186,7 @@ class BulkWriter:
     ) -> list[_Batch]:
         """Bulk batches (each under max_bytes) for the records of a chunk that are new or
         changed."""
-        self._learn_names([c.record for c in chunk])
+        self.learn_names([c.record for c in chunk])
         prefix = self.engine.settings.index_prefix
         hashes = [content_hash(c.record, self.embedder.name) for c in chunk]
         existing: dict[str, dict[str, Any]] = {}
@@ -229,7 +229,7 @@ class BulkWriter:
             batches.append(cur)
         return batches
 
-    def _learn_names(self, records: Sequence[MemoryRecord]) -> None:
+    def learn_names(self, records: Sequence[MemoryRecord]) -> None:
         """Names become dictionary words so jieba keeps them whole (木木, not 木 木)."""
         names = {n for r in records for n in record_names(r)} - self._known_names
         if names and hasattr(self.tokenizer, "add_words"):
