@@ -54,7 +54,7 @@ def demo_path(name: str) -> Path:
 class Kemem:
     """Connects lazily: building one is cheap; the engine, model and jieba load on first use.
 
-    >>> km = Kemem(model_dir="../shared/models/m3e-small-onnx")   # or KEMEM_* env vars
+    >>> km = Kemem(model_dir="/path/to/onnx-model")   # or KEMEM_* env vars
     >>> km.init(); km.index_file(Path("events.jsonl"), kind="events", db="user")
     """
 

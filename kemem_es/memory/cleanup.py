@@ -1,4 +1,4 @@
-"""Forgetting (SPEC §6): when a user's store is full, the weakest memories go.
+"""Forgetting: when a user's store is full, the weakest memories go.
 
 For each user (agent + user) of the user database:
 

@@ -1,4 +1,4 @@
-"""Memory strength (SPEC §6): recall reinforces, spaced repetition reinforces more.
+"""Memory strength: recall reinforces, spaced repetition reinforces more.
 
 - **Recall**: every memory a query returns gains ``reinforce_amount`` (15), its recall count +1
   and ``last_recalled_at`` = now. The query only enqueues (microseconds); a background thread
