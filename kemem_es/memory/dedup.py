@@ -6,7 +6,7 @@ and entity kind) with a filtered k-NN search; ``decide`` turns that into ADD / U
 - the same text (ignoring spaces and punctuation) → NOOP: an exact duplicate changes nothing;
 - cosine ≥ threshold (0.9) → UPDATE the existing memory: the newer text replaces the older, which
   stays in the history, and keywords are joined. For entity attributes this is the merge rule:
-  rather than concatenating texts (the old pipeline's upstream habit, which piles near-duplicates like
+  rather than concatenating texts (the old pipeline's habit, which piles near-duplicates like
   「小满的生日在十一月八号」+「小满是天蝎座，生日是11月8日」 into one ever-growing string), the
   latest statement of an attribute wins, nothing is lost (history), and the memory's strength
   grows by the Ebbinghaus rule because the fact came back;
