@@ -32,7 +32,8 @@ MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
 
 def load_queries(split: str = "all") -> list[dict[str, Any]]:
-    qs = [json.loads(line) for line in open(HERE / "queries.jsonl", encoding="utf-8")]
+    with open(HERE / "queries.jsonl", encoding="utf-8") as f:
+        qs = [json.loads(line) for line in f]
     if split == "all":
         return qs
     want = 1 if split == "a" else 0
@@ -41,7 +42,7 @@ def load_queries(split: str = "all") -> list[dict[str, Any]]:
 
 def qrels() -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for line in open(HERE / "qrels.tsv", encoding="utf-8").read().splitlines()[1:]:
+    for line in (HERE / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
         qid, doc, rel = line.split("\t")
         out.setdefault(qid, {})[doc] = int(rel)
     return out

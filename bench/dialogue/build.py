@@ -18,7 +18,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 NOW = "2025-10-01T12:00:00"
-NAMES = {"u_mumu": "木木", "u_xiaoman": "小满", "u_chengcheng": "橙橙", "qiyu": "祁煜", "lishen": "黎深"}
+NAMES = {
+    "u_mumu": "木木",
+    "u_xiaoman": "小满",
+    "u_chengcheng": "橙橙",
+    "qiyu": "祁煜",
+    "lishen": "黎深",
+}
 
 
 def gold_id(token: str, agent: str, user: str) -> str:
@@ -76,8 +82,13 @@ def dialogues() -> list[dict]:
                 role, text = line.split(" ", 1)
                 speaker = NAMES[user] if role == "U" else NAMES[agent]
                 assert block is not None
-                block["turns"].append({"role": "user" if role == "U" else "agent",
-                                       "speaker": speaker, "text": text.strip()})
+                block["turns"].append(
+                    {
+                        "role": "user" if role == "U" else "agent",
+                        "speaker": speaker,
+                        "text": text.strip(),
+                    }
+                )
         for n, b in enumerate(blocks, start=1):
             assert b["turns"][-1]["role"] == "user", (path, n)
             out.append(

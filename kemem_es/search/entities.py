@@ -1,10 +1,13 @@
-"""Entity recall in SPEC §2 step 6's priority tiers, newest first within a tier.
+"""Entity recall in SPEC §2 step 6's priority tiers, scored by evidence.
 
-All four tiers are one search over the user's and the official entity indices: a function_score
-gives each hit its tier's constant weight, and the sort is (tier weight, updatetime desc). Fields
-that only some tiers search (descriptions for tier 2, entity names for tier 3) sit in clauses
-filtered to those tiers' kinds. A hit reports which search words matched it, read off its
-stored tokens.
+All four tiers are one search over the user's and the official entity indices. Candidates are
+the entities a search word matches on their tier's fields (descriptions for tier 2, entity names
+for tier 3: clauses filtered to those tiers' kinds). Each candidate is scored by the engine on
+the evidence that it is about this utterance — keyword coverage of the query's weighted words
+over its keyword, name and description, plus the calibrated cosine of its vector (the entity
+name + description) — so an entity that only an expansion touches scores low and is dropped by
+``entity_threshold``. The caller orders survivors by tier (the prompt's order), then score, and
+keeps ``entity_limit``. A hit reports which search words matched it, read off its stored tokens.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kemem_es.search.clauses import SearchWord, keyword_clauses
+from kemem_es.engine.client import Engine
+from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
+from kemem_es.search.events import COVERAGE_SCRIPT, VECTOR_FIELD, vec_scale
 from kemem_es.search.params import QueryParams
 
 SOURCE_EXCLUDES = ["vector", "metadata"]  # the *_tok fields tell which words matched
@@ -61,11 +66,28 @@ def entity_scope(agent_id: str, user_id: str) -> list[dict[str, Any]]:
 
 
 SHARED_FIELDS = ("keyword", "keyword_tok")  # searched by every tier
+# Evidence fields (all tiers): how much a match there counts of a word's share.
+ENTITY_COVERAGE_FIELDS = {
+    "keyword": 1.0,
+    "keyword_tok": 1.0,
+    "entity_name": 1.0,
+    "entity_name_tok": 1.0,
+    "description_tok": 0.9,
+}
+ENTITY_WEIGHTS = {"kw": 0.5, "vec": 0.5}
+CANDIDATES_PER_SLOT = 3  # fetch more than the limit: tiers reorder, the threshold drops some
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
 
 
-def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, Any] | None:
-    """The one search body for entity recall, or None when there is nothing to search."""
+def entity_body(
+    params: QueryParams,
+    words: Sequence[SearchWord],
+    engine: Engine | None = None,
+    vector: Sequence[float] | None = None,
+) -> dict[str, Any] | None:
+    """The one search body for entity recall, or None when there is nothing to search.
+    The score is 0.5·coverage + 0.5·vec (raw: minus ``entity_offset``), both on the scales of
+    the event search; without an engine/vector, coverage alone."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
     should = keyword_clauses(words, shared)
     for tier in TIERS:
@@ -83,31 +105,41 @@ def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, A
             )
     if not should:
         return None
+    candidates = {"bool": {"should": should, "minimum_should_match": 1}}
     query: dict[str, Any] = {
         "filter": [
             *entity_scope(params.agent_id, params.user_id),
             {"terms": {"kind": list(TIER_OF_KIND)}},
+            candidates,
         ],
-        "should": should,
-        "minimum_should_match": 1,
+        "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS),
     }
     if params.exclude_ids:
         query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
-    tier_weight = [
-        {"filter": {"terms": {"kind": list(t.kinds)}}, "weight": float(len(TIERS) + 1 - t.rank)}
-        for t in TIERS
+    functions: list[dict[str, Any]] = [
+        {"script_score": {"script": {"source": COVERAGE_SCRIPT}}, "weight": ENTITY_WEIGHTS["kw"]}
     ]
+    if engine is not None and vector is not None:
+        _, span = vec_scale(params)
+        functions.append(engine.vector_function(VECTOR_FIELD, vector, ENTITY_WEIGHTS["vec"] / span))
+    limit = params.entity_limit if params.entity_limit is not None else params.limit
     return {
-        "size": params.entity_limit,
+        "size": min(max(limit * CANDIDATES_PER_SLOT, 10), 100),
         "track_total_hits": False,
-        "sort": ["_score", {"updatetime": {"order": "desc"}}],
         "_source": {"excludes": SOURCE_EXCLUDES},
         "query": {
             "function_score": {
                 "query": {"bool": query},
-                "functions": tier_weight,
-                "score_mode": "first",
+                "functions": functions,
+                "score_mode": "sum",
                 "boost_mode": "replace",
             }
         },
     }
+
+
+def entity_offset(params: QueryParams, with_vector: bool) -> float:
+    if not with_vector:
+        return 0.0
+    lo, span = vec_scale(params)
+    return ENTITY_WEIGHTS["vec"] * lo / span
