@@ -74,7 +74,8 @@ ENTITY_COVERAGE_FIELDS = {
     "entity_name_tok": 1.0,
     "description_tok": 0.9,
 }
-ENTITY_WEIGHTS = {"kw": 0.5, "vec": 0.5}
+ENTITY_WEIGHTS = {"kw": 0.6, "vec": 0.4}
+ANN_CANDIDATES = 10
 CANDIDATES_PER_SLOT = 3  # fetch more than the limit: tiers reorder, the threshold drops some
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
 
@@ -86,7 +87,7 @@ def entity_body(
     vector: Sequence[float] | None = None,
 ) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search.
-    The score is 0.5·coverage + 0.5·vec (raw: minus ``entity_offset``), both on the scales of
+    The score is 0.6·coverage + 0.4·vec (raw: minus ``entity_offset``), both on the scales of
     the event search; without an engine/vector, coverage alone."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
     should = keyword_clauses(words, shared)
@@ -105,13 +106,16 @@ def entity_body(
             )
     if not should:
         return None
+    scope = [
+        *entity_scope(params.agent_id, params.user_id),
+        {"terms": {"kind": list(TIER_OF_KIND)}},
+    ]
+    if engine is not None and vector is not None:
+        # The entities nearest in meaning are candidates too (狗 → 豆包, the user's corgi).
+        should.append(engine.ann_query(VECTOR_FIELD, vector, ANN_CANDIDATES, scope))
     candidates = {"bool": {"should": should, "minimum_should_match": 1}}
     query: dict[str, Any] = {
-        "filter": [
-            *entity_scope(params.agent_id, params.user_id),
-            {"terms": {"kind": list(TIER_OF_KIND)}},
-            candidates,
-        ],
+        "filter": [*scope, candidates],
         "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS),
     }
     if params.exclude_ids:

@@ -40,8 +40,11 @@ class QueryParams(BaseModel):
     entity_limit: int | None = Field(
         None, ge=0, le=100, description="entities returned at most (None: the same as limit)"
     )
+    bridge_threshold: float = Field(
+        0.35, ge=0, le=1, description="entity evidence that makes its name an event search word"
+    )
     entity_threshold: float = Field(
-        0.3, ge=0, le=1, description="least evidence (0.5·coverage + 0.5·vec) an entity needs"
+        0.4, ge=0, le=1, description="least evidence (0.6·coverage + 0.4·vec) an entity needs"
     )
     score_threshold: float = Field(0.5, ge=0, le=1)
     mode: Mode = "fusion"
@@ -52,7 +55,7 @@ class QueryParams(BaseModel):
     # vec = (cos - floor) / (ceil - floor): m3e-small's cosines cluster in 0.6-0.75 for unrelated
     # text and reach ~0.85 for a paraphrase; these map "unrelated" to 0 and "same meaning" to 1.
     vec_floor: float = Field(0.62, ge=-1, lt=1, description="cosine that counts as unrelated")
-    vec_ceil: float = Field(0.84, gt=-1, le=1, description="cosine that counts as the same")
+    vec_ceil: float = Field(0.80, gt=-1, le=1, description="cosine that counts as the same")
     # Dialogue queries: the current utterance and the earlier turns (newest weighs most).
     utterance_weight: float = Field(
         0.4, ge=0, le=1, description="query vector = w·utterance + (1−w)·dialogue window"

@@ -65,6 +65,9 @@ class AdditionalInfo(BaseModel):
     context_words: list[str] = Field(
         default_factory=list, description="search words taken from the earlier turns"
     )
+    entity_words: list[str] = Field(
+        default_factory=list, description="names of entities the utterance is about, searched"
+    )
     context_trimmed: bool = Field(
         False, description="the dialogue was longer than the model reads: older turns dropped"
     )

@@ -28,7 +28,7 @@ from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
-from kemem_es.text import base_words_with_tokens
+from kemem_es.text import base_words_with_tokens, normalize
 from kemem_es.text.dialogue import (
     Turn,
     context_turns,
@@ -47,6 +47,7 @@ NAMES_TTL_S = 300.0
 WORD_CACHE_SIZE = 50_000
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
+MAX_BRIDGES = 2
 # The model reads at most 256 tokens (about one per Han character): the dialogue window keeps
 # the newest turns within this many characters instead of letting the tokenizer cut the end.
 EMBED_MAX_CHARS = 250
@@ -310,7 +311,7 @@ class Searcher:
         scored = []
         for hit in self.engine.search(indices, body)["hits"]["hits"]:
             score = ev.calibrated(float(hit["_score"]), offset)
-            if score >= params.entity_threshold and score > 0:
+            if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
                 scored.append((hit, score))
         scored.sort(
             key=lambda hs: (
@@ -319,7 +320,42 @@ class Searcher:
                 -_ts(hs[0]["_source"].get("updatetime")),
             )
         )
-        return scored[:limit]
+        return scored
+
+    def bridge_words(
+        self,
+        params: QueryParams,
+        words: list[SearchWord],
+        entities: Sequence[tuple[dict[str, Any], float]],
+    ) -> list[SearchWord]:
+        """Names of the concrete entities the utterance is about become search words for the
+        events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
+        and her events say 豆包, not 狗. Only strong evidence bridges (score ≥
+        ``bridge_threshold``), at most ``MAX_BRIDGES`` names, weighted like the utterance's
+        strongest word; names the query already has and the user's and agent's own names are
+        left out."""
+        if params.bridge_threshold >= 1.0:
+            return []
+        taken = {w.word for w in words} | self._person_names
+        top = max((w.weight for w in words if w.level is None), default=1.0)
+        out: list[SearchWord] = []
+        for hit, score in sorted(entities, key=lambda hs: -hs[1]):
+            src = hit["_source"]
+            name = normalize(src.get("entity_name") or "").strip()
+            if (
+                score < params.bridge_threshold
+                or src.get("entity_type") != "具体实体"
+                or src.get("kind") == "记忆画面"
+                or len(name) < 2
+                or name in taken
+            ):
+                continue
+            taken.add(name)
+            toks = self._tokens(name)
+            out.append(SearchWord(name, CONTEXT_LEVEL, False, toks, top, (), context=True))
+            if len(out) >= MAX_BRIDGES:
+                break
+        return out
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:
@@ -343,10 +379,13 @@ class Searcher:
         base, tokens, expanded, words = self.words(utterance, params, clock, turns)
         vector, trimmed = self.query_vector(utterance, turns, params)
         clock.lap("embed")
-        event_hits = self.search_events(params, words, vector, now)
-        clock.lap("search_events")
-        entity_hits = self.search_entities(params, words, vector)
+        scored_entities = self.search_entities(params, words, vector)
+        bridges = self.bridge_words(params, words, scored_entities)
+        limit = params.entity_limit if params.entity_limit is not None else params.limit
+        entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
+        event_hits = self.search_events(params, [*words, *bridges], vector, now)
+        clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
             for i, (db, hit, score, signals) in enumerate(event_hits)
@@ -363,6 +402,7 @@ class Searcher:
             expanded_words=[{w: lvl} for w, lvl in expanded],
             mode=params.mode,
             context_words=[w.word for w in words if w.context],
+            entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
         )
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
