@@ -114,6 +114,7 @@ def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> No
         s
         in (
             ev.KW_SCRIPT,
+            ev.COVERAGE_SCRIPT,
             ev.STRENGTH_SCRIPT,
             "knn_score",
             "(cosineSimilarity(params.qv, params.field) + 1.0) / 2.0",
@@ -150,20 +151,32 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
 
 
-def test_entity_recall_is_one_search_ordered_by_tier_then_time() -> None:
+def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     params = QueryParams(agent_id="a", user_id="u")
     body = entity_body(params, [SearchWord("画画")])
-    assert body["sort"] == ["_score", {"updatetime": {"order": "desc"}}]
     fs = body["query"]["function_score"]
-    weights = [(f["filter"]["terms"]["kind"], f["weight"]) for f in fs["functions"]]
-    assert [w for _, w in weights] == [4.0, 3.0, 2.0, 1.0]
-    assert weights[0][0] == ["与主体和客体的关系"] and weights[3][0] == ["记忆画面"]
-    should = fs["query"]["bool"]["should"]
-    scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in should if "bool" in c}
-    # descriptions are searched for tier 2 only, entity names for tier 3 only
+    assert [f["script_score"]["script"]["source"] for f in fs["functions"]] == [ev.COVERAGE_SCRIPT]
+    assert fs["score_mode"] == "sum" and fs["boost_mode"] == "replace"
+    query = fs["query"]["bool"]
+    candidates = query["filter"][-1]["bool"]["should"]
+    scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in candidates if "bool" in c}
+    # candidates: descriptions for tier 2 only, entity names for tier 3 only
     assert "description_tok" in json.dumps(scoped[("用户属性", "用户关系")])
     assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
+    assert query["should"] and "dis_max" in query["should"][0]  # coverage is the evidence
     assert entity_body(params, []) is None
+    # fetches more than the limit: tiers reorder and the threshold drops some
+    assert body["size"] >= params.limit
+
+
+def test_entity_candidates_include_nearest_in_meaning() -> None:
+    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    params = QueryParams(agent_id="a", user_id="u", entity_limit=3)
+    body = entity_body(params, [SearchWord("狗")], engine, [0.1] * 4)
+    candidates = body["query"]["function_score"]["query"]["bool"]["filter"][-1]["bool"]
+    assert any("knn" in c for c in candidates["should"])
+    functions = body["query"]["function_score"]["functions"]
+    assert len(functions) == 2  # coverage + vector
 
 
 def test_rrf_rewards_agreement() -> None:
