@@ -157,3 +157,22 @@ def test_default_weights_keep_time_and_strength_as_tie_breakers() -> None:
     assert w.time + w.strength <= 0.05 < min(w.kw, w.vec)
     with pytest.raises(ValidationError, match="vec_ceil"):
         QueryParams(agent_id="a", user_id="u", vec_floor=0.8, vec_ceil=0.7)
+
+
+def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
+    import numpy as np
+
+    from kemem_es.search.searcher import Searcher
+
+    class Emb:
+        table = {"火锅": [1.0, 0.0], "狗肉": [0.0, 1.0], "麻辣烫": [0.8, 0.6]}
+
+        def embed(self, words):
+            return np.array([self.table[w] for w in words], dtype=np.float32)
+
+    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    params = QueryParams(agent_id="a", user_id="u", expand_min_cos=0.7)
+    got = s.prune_expansions([("火锅", 7), ("狗肉", 7), ("麻辣烫", 5)], [1.0, 0.0], params)
+    assert got == [("火锅", 7), ("麻辣烫", 5)]
+    off = QueryParams(agent_id="a", user_id="u")  # off by default
+    assert s.prune_expansions([("狗肉", 7)], [1.0, 0.0], off) == [("狗肉", 7)]

@@ -95,6 +95,7 @@ class Searcher:
         self._known_names: set[str] = set()
         self._person_names: set[str] = set()  # user and agent names: never search words
         self._word_tokens: dict[str, tuple[str, ...]] = {}
+        self._word_vectors: dict[str, np.ndarray] = {}
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
@@ -151,8 +152,37 @@ class Searcher:
         return toks
 
     # -- stages ----------------------------------------------------------------------------
+    def _vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Embeddings of lexicon words, cached (the same associations recur across queries)."""
+        missing = [w for w in dict.fromkeys(words) if w not in self._word_vectors]
+        if missing:
+            if len(self._word_vectors) + len(missing) > WORD_CACHE_SIZE:
+                self._word_vectors.clear()
+            for w, v in zip(missing, self.embedder.embed(missing), strict=True):
+                self._word_vectors[w] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._word_vectors[w] for w in words])
+
+    def prune_expansions(
+        self, expanded: list[tuple[str, int]], vector: Sequence[float], params: QueryParams
+    ) -> list[tuple[str, int]]:
+        """Meaning-aware pruning (SPEC §3's weakness: words expanded independently of the
+        sentence): the lexicon's candidates are ranked by level, the best ``expand_candidates``
+        are embedded (cached per word) and only those whose cosine to the query vector reaches
+        ``expand_min_cos`` are kept — 吃火锅 keeps 火锅/麻辣烫, drops 狗肉/熏肉 unless the
+        sentence is about them."""
+        if not expanded or params.expand_min_cos <= -1.0:
+            return expanded
+        head = expanded[: params.expand_candidates]
+        sims = self._vectors([w for w, _ in head]) @ np.asarray(vector, dtype=np.float32)
+        return [e for e, c in zip(head, sims, strict=True) if c >= params.expand_min_cos]
+
     def words(
-        self, text: str, params: QueryParams, clock: Stopwatch, turns: Sequence[Turn] = ()
+        self,
+        text: str,
+        params: QueryParams,
+        clock: Stopwatch,
+        turns: Sequence[Turn] = (),
+        vector: Sequence[float] | None = None,
     ) -> tuple[Any, ...]:
         """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
         turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
@@ -193,6 +223,8 @@ class Searcher:
                 skip=sorted(exclude),
             )
             expanded = [(e.word, e.level) for e in result]
+            if vector is not None:
+                expanded = self.prune_expansions(expanded, vector, params)
         words, taken = [], set()
 
         def add(word: str, level: int | None, weight: float, context: bool = False) -> None:
@@ -376,9 +408,9 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
-        base, tokens, expanded, words = self.words(utterance, params, clock, turns)
         vector, trimmed = self.query_vector(utterance, turns, params)
         clock.lap("embed")
+        base, tokens, expanded, words = self.words(utterance, params, clock, turns, vector)
         scored_entities = self.search_entities(params, words, vector)
         bridges = self.bridge_words(params, words, scored_entities)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
