@@ -164,11 +164,11 @@ def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
 
     from kemem_es.search.searcher import Searcher
 
-    class Emb:
-        table = {"火锅": [1.0, 0.0], "狗肉": [0.0, 1.0], "麻辣烫": [0.8, 0.6]}
+    table = {"火锅": [1.0, 0.0], "狗肉": [0.0, 1.0], "麻辣烫": [0.8, 0.6]}
 
+    class Emb:
         def embed(self, words):
-            return np.array([self.table[w] for w in words], dtype=np.float32)
+            return np.array([table[w] for w in words], dtype=np.float32)
 
     s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
     params = QueryParams(agent_id="a", user_id="u", expand_min_cos=0.7)
