@@ -83,7 +83,14 @@ def run_mode(
             **extra,
         )
         ids = [h.index for h in resp.memory_events]
-        return metrics(ids, gold[q["qid"]]), resp.additional_info.timings_ms["total"], ids
+        m = metrics(ids, gold[q["qid"]])
+        # threshold meaning: does the memory the dialogue was written for clear 0.5, and does
+        # anything else?
+        first = next(d for d, r in gold[q["qid"]].items() if r == 2)
+        scores = {h.index: h.score for h in resp.memory_events}
+        m["gold>=0.5"] = float(scores.get(first, 0.0) >= 0.5)
+        m["other>=0.5"] = float(any(s >= 0.5 for d, s in scores.items() if d not in gold[q["qid"]]))
+        return m, resp.additional_info.timings_ms["total"], ids
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         rows = list(pool.map(one, queries))
@@ -93,6 +100,8 @@ def run_mode(
     return {
         "n": len(rows),
         **mean_metrics([r[0] for r in rows]),
+        "gold>=0.5": round(sum(r[0]["gold>=0.5"] for r in rows) / len(rows), 3),
+        "other>=0.5": round(sum(r[0]["other>=0.5"] for r in rows) / len(rows), 3),
         "by_style": {s: {"n": len(v), **mean_metrics(v)} for s, v in sorted(by_style.items())},
         "latency_ms": percentiles(r[1] for r in rows),
         "top10": {q["qid"]: r[2] for q, r in zip(queries, rows, strict=True)},
@@ -119,7 +128,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for mode in args.modes or MODES:
             r = run_mode(km, queries, gold, mode, extra, args.workers)
             result["modes"][mode] = r
-            print(f"  {mode:10s} {_line(r)}", file=sys.stderr)
+            print(
+                f"  {mode:10s} {_line(r)} gold>=0.5={r['gold>=0.5']} other>=0.5={r['other>=0.5']}",
+                file=sys.stderr,
+            )
             for style, sub in r["by_style"].items():
                 print(f"    {style:12s} {_line(sub)}", file=sys.stderr)
     finally:
@@ -137,14 +149,27 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"**dialogue dev set** ({result['queries']} queries, split {result['split']})",
         "",
-        "| mode | R@1 | R@5 | R@10 | nDCG@10 | MRR | p50 ms |",
-        "|---|---|---|---|---|---|---|",
+        "| mode | R@1 | R@5 | R@10 | nDCG@10 | MRR | gold ≥ 0.5 | other ≥ 0.5 | p50 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in result["modes"].items():
         lines.append(
             f"| {name} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | {r['recall@10']:.3f} "
-            f"| {r['ndcg@10']:.3f} | {r['mrr']:.3f} | {r['latency_ms'].get('p50', 0):.1f} |"
+            f"| {r['ndcg@10']:.3f} | {r['mrr']:.3f} | {r['gold>=0.5']:.3f} "
+            f"| {r['other>=0.5']:.3f} | {r['latency_ms'].get('p50', 0):.1f} |"
         )
+    styles = sorted({s for r in result["modes"].values() for s in r["by_style"]})
+    for style in styles:
+        lines += [
+            "",
+            f"*{style}* queries:",
+            "",
+            "| mode | n | R@5 | nDCG@10 |",
+            "|---|---|---|---|",
+        ]
+        for name, r in result["modes"].items():
+            sub = r["by_style"][style]
+            lines.append(f"| {name} | {sub['n']} | {sub['recall@5']:.3f} | {sub['ndcg@10']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

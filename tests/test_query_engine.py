@@ -299,3 +299,10 @@ def test_one_character_base_words_search_but_are_not_expanded(km) -> None:
     assert "吃" in info.base_words
     assert {"麻辣": 6} in info.expanded_words
     assert {"好吃": 7} not in info.expanded_words
+
+
+def test_query_before_init_is_a_clear_error(kemem) -> None:
+    from kemem_es.errors import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="init"):
+        kemem.query("最近总是失眠", user_id=U1, agent_id=A)

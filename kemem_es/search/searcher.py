@@ -82,6 +82,17 @@ def _fmt_time(value: str | None) -> str:
     return (value or "").replace("T", " ")[:19]
 
 
+def _missing_index(err: BaseException) -> bool:
+    """Both clients raise a NotFoundError (HTTP 404) for a missing index."""
+    return type(err).__name__ == "NotFoundError" or "index_not_found" in str(err)
+
+
+def _not_initialised(prefix: str) -> EngineUnavailable:
+    return EngineUnavailable(
+        f"no memory indices under prefix {prefix!r}: run `kemem-es init` (or Kemem.init()) first"
+    )
+
+
 class Searcher:
     """Holds the long-lived parts (engine client, model, tokenizer, lexicon) across queries."""
 
@@ -99,9 +110,17 @@ class Searcher:
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
-        self.learn_names()
+        missing = False
+        try:
+            self.learn_names()
+        except Exception as err:  # before init(): the query will say so, the warm-up need not
+            if not _missing_index(err):
+                raise
+            missing = True
         self.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
         self.embedder.embed_one("预热一下")
+        if missing:
+            self._names_loaded_at = -NAMES_TTL_S  # try again on the first query
 
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""
@@ -391,6 +410,16 @@ class Searcher:
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:
+        try:
+            return self._query(text, params)
+        except EngineUnavailable:
+            raise
+        except Exception as err:
+            if _missing_index(err):
+                raise _not_initialised(self.engine.settings.index_prefix) from err
+            raise
+
+    def _query(self, text: str, params: QueryParams) -> QueryResponse:
         clock = Stopwatch()
         now = params.now or datetime.now()
         utterance = split_label(text).text if text.strip() else text
@@ -523,5 +552,13 @@ def _mode_bodies(params: QueryParams, args: tuple) -> list[dict[str, Any]]:
 
 def raise_engine_error(resp: dict[str, Any]) -> None:
     err = resp.get("error", {})
+    if "index_not_found" in str(err):
+        raise EngineUnavailable(f"search failed: an index is missing ({_reason(err)}): run init")
     reason = err.get("root_cause", [{}])[0].get("reason") if isinstance(err, dict) else err
     raise EngineUnavailable(f"search failed: {reason or err}")
+
+
+def _reason(err: Any) -> str:
+    if isinstance(err, dict):
+        return str(err.get("root_cause", [{}])[0].get("reason") or err.get("type") or err)
+    return str(err)
