@@ -154,14 +154,16 @@ def _match_filter(field: str, word: SearchWord) -> dict[str, Any] | None:
 
 
 def coverage_clauses(
-    words: Sequence[SearchWord], fields: dict[str, float] = COVERAGE_FIELDS
+    words: Sequence[SearchWord],
+    fields: dict[str, float] = COVERAGE_FIELDS,
+    expansion_share: float = EXPANSION_SHARE,
 ) -> list[dict[str, Any]]:
     """Fusion's keyword evidence, summed by the engine into a coverage in [0, ~1]:
 
     - each weighted word (utterance and context base words) is worth its share of the query's
       total word weight, once, on the best field it matches (``dis_max`` of constant scores:
       keywords 1.0, description 0.9, deepinsight 0.4; its sub-words 0.7);
-    - expansions add at most ``EXPANSION_SHARE`` (the best level matched, scaled by level).
+    - expansions add at most ``expansion_share`` (the best level matched, scaled by level).
 
     Every number is relative to what this query could achieve, so the term does not depend on
     the index's statistics (other tenants' documents) or on how many words the query has.
@@ -187,7 +189,7 @@ def coverage_clauses(
             clauses.append({"dis_max": {"queries": queries}})
     by_level: dict[int, dict[str, set[str]]] = {}
     for w in words:
-        if w.weighted or w.single_char or len(w.toks) != 1:
+        if expansion_share <= 0 or w.weighted or w.single_char or len(w.toks) != 1:
             continue
         lv = min(max(w.level or 1, 1), MAX_LEVEL)
         for field in fields:
@@ -198,7 +200,7 @@ def coverage_clauses(
     for lv, per_field in sorted(by_level.items(), reverse=True):
         should = [{"terms": {f: sorted(v)}} for f, v in per_field.items()]
         flt = {"bool": {"should": should, "minimum_should_match": 1}}
-        boost = round(EXPANSION_SHARE * lv / MAX_LEVEL, 6)
+        boost = round(expansion_share * lv / MAX_LEVEL, 6)
         levels.append({"constant_score": {"filter": flt, "boost": boost}})
     if levels:
         clauses.append({"dis_max": {"queries": levels}})

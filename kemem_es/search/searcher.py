@@ -48,6 +48,13 @@ WORD_CACHE_SIZE = 50_000
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
 MAX_BRIDGES = 2
+ENTITY_TEXT_FIELDS = [
+    "keyword",
+    "keyword_tok",
+    "entity_name",
+    "entity_name_tok",
+    "description_tok",
+]
 # The model reads at most 256 tokens (about one per Han character): the dialogue window keeps
 # the newest turns within this many characters instead of letting the tokenizer cut the end.
 EMBED_MAX_CHARS = 250
@@ -305,7 +312,11 @@ class Searcher:
         """(db, hit, score, signals) best first, after threshold and limit; scores calibrated."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
-        clauses = coverage_clauses(words) if coverage else keyword_clauses(words, EVENT_FIELDS)
+        clauses = (
+            coverage_clauses(words, expansion_share=params.expansion_share)
+            if coverage
+            else keyword_clauses(words, EVENT_FIELDS)
+        )
         mode = params.mode
         searches: list[tuple[str, dict[str, Any]]] = []
         dbs: list[Database] = []
@@ -381,8 +392,8 @@ class Searcher:
     ) -> list[SearchWord]:
         """Names of the concrete entities the utterance is about become search words for the
         events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
-        and her events say 豆包, not 狗. Only strong evidence bridges (score ≥
-        ``bridge_threshold``), at most ``MAX_BRIDGES`` names, weighted like the utterance's
+        and her events say 豆包, not 狗. Only strong evidence of meaning bridges (score ≥
+        ``bridge_threshold`` with no word in common), at most ``MAX_BRIDGES`` names, weighted like the utterance's
         strongest word; names the query already has and the user's and agent's own names are
         left out."""
         if params.bridge_threshold >= 1.0:
@@ -399,6 +410,9 @@ class Searcher:
                 or src.get("kind") == "记忆画面"
                 or len(name) < 2
                 or name in taken
+                # only what the utterance means without saying it: an entity that shares a
+                # word with the query is already found through that word
+                or matched_words(src, words, ENTITY_TEXT_FIELDS)
             ):
                 continue
             taken.add(name)
