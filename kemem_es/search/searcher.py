@@ -393,9 +393,9 @@ class Searcher:
         """Names of the concrete entities the utterance is about become search words for the
         events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
         and her events say 豆包, not 狗. Only strong evidence of meaning bridges (score ≥
-        ``bridge_threshold`` with no word in common), at most ``MAX_BRIDGES`` names, weighted like the utterance's
-        strongest word; names the query already has and the user's and agent's own names are
-        left out."""
+        ``bridge_threshold`` with no word in common), at most ``MAX_BRIDGES`` names, weighted
+        like the utterance's strongest word; names the query already has and the user's and
+        agent's own names are left out."""
         if params.bridge_threshold >= 1.0:
             return []
         taken = {w.word for w in words} | self._person_names
