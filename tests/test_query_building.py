@@ -145,7 +145,10 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
     assert rescore["window_size"] == 80
     assert rescore["query"]["query_weight"] == 0.0  # the fused score alone decides
     fs = rescore["query"]["rescore_query"]["function_score"]
-    assert fs["query"]["bool"]["should"] == clauses
+    # coverage is the query's own score, scaled to w_kw and summed with the functions
+    assert fs["boost_mode"] == "sum"
+    assert fs["query"]["bool"]["boost"] == params.weights.kw
+    assert fs["query"]["bool"]["must"][0]["bool"]["should"] == clauses
     assert "min_score" not in body  # min_score would act before rescoring
     exact = ev.candidate_query("user", params, [])
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
@@ -154,10 +157,8 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
 def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     params = QueryParams(agent_id="a", user_id="u")
     body = entity_body(params, [SearchWord("画画")])
-    fs = body["query"]["function_score"]
-    assert [f["script_score"]["script"]["source"] for f in fs["functions"]] == [ev.COVERAGE_SCRIPT]
-    assert fs["score_mode"] == "sum" and fs["boost_mode"] == "replace"
-    query = fs["query"]["bool"]
+    query = body["query"]["bool"]
+    assert query["boost"] == 0.6  # 0.6 × coverage, no script
     candidates = query["filter"][-1]["bool"]["should"]
     scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in candidates if "bool" in c}
     # candidates: descriptions for tier 2 only, entity names for tier 3 only
@@ -165,18 +166,19 @@ def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
     assert query["should"] and "dis_max" in query["should"][0]  # coverage is the evidence
     assert entity_body(params, []) is None
-    # fetches more than the limit: tiers reorder and the threshold drops some
-    assert body["size"] >= params.limit
+    # the best `limit` by evidence; the searcher orders them by tier
+    assert body["size"] == params.limit
 
 
 def test_entity_candidates_include_nearest_in_meaning() -> None:
     engine = OpenSearchEngine(client=None, settings=Settings(), info={})
     params = QueryParams(agent_id="a", user_id="u", entity_limit=3)
     body = entity_body(params, [SearchWord("狗")], engine, [0.1] * 4)
-    candidates = body["query"]["function_score"]["query"]["bool"]["filter"][-1]["bool"]
+    candidates = body["query"]["bool"]["filter"][-1]["bool"]
     assert any("knn" in c for c in candidates["should"])
-    functions = body["query"]["function_score"]["functions"]
-    assert len(functions) == 2  # coverage + vector
+    rescore = body["rescore"]["query"]["rescore_query"]["function_score"]
+    assert "knn_score" in json.dumps(rescore)  # the vector term, on the best candidates only
+    assert body["rescore"]["window_size"] >= 2 * params.entity_limit
 
 
 def test_rrf_rewards_agreement() -> None:

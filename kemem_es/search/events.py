@@ -160,7 +160,22 @@ def fused(
     query: dict[str, Any],
     coverage: bool = True,
 ) -> dict[str, Any]:
-    """The fused score over ``query``, whose own score is the keyword evidence."""
+    """The fused score over ``query``, whose own score is the keyword evidence.
+
+    Coverage needs no script: the query's own score, scaled by its boost to w_kw, is summed with
+    the other functions (``boost_mode: sum``), so no painless runs per document for it. BM25
+    (bm25/rrf modes) keeps its saturation script."""
+    w_kw = weights.get("kw", 0.0)
+    if coverage and w_kw > 0:
+        rest = {k: v for k, v in weights.items() if k != "kw"}
+        return {
+            "function_score": {
+                "query": {"bool": {"must": [query], "boost": w_kw}},
+                "functions": signal_functions(engine, params, vector, now, rest, coverage),
+                "score_mode": "sum",
+                "boost_mode": "sum",
+            }
+        }
     return {
         "function_score": {
             "query": query,

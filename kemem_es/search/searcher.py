@@ -350,8 +350,21 @@ class Searcher:
             if params.explain and mode != "rrf" and "_explanation" in hit:
                 signals = signals_from_explanation(hit["_explanation"])
                 lo, span = ev.vec_scale(params)
-                vec = min(max((signals.vec - lo) / span, 0.0), 1.0) if signals.vec else 0.0
-                signals = signals.model_copy(update={"vec": round(vec, 4)})
+                raw_vec = (signals.vec - lo) / span if signals.vec else 0.0
+                update = {"vec": round(min(max(raw_vec, 0.0), 1.0), 4)}
+                w = _mode_weights(params)
+                if coverage and w.get("kw", 0.0) > 0:
+                    # coverage is the query's own score (no function): what the raw sum holds
+                    # beyond the other signals
+                    raw = float(hit["_score"])
+                    others = w.get("vec", 0.0) * raw_vec + sum(
+                        w.get(k, 0.0) * getattr(signals, k) for k in ("time", "strength")
+                    )
+                    kw = (raw - offset - others) / w["kw"]
+                    # derived from rounded explanation values: good to ~0.005
+                    update["kw"] = round(kw, 3) if kw > 0.005 else 0.0
+                    update["bm25"] = update["kw"]
+                signals = signals.model_copy(update=update)
             out.append((db, hit, score, signals))
         return out
 
