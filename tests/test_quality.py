@@ -176,3 +176,10 @@ def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
     assert got == [("火锅", 7), ("麻辣烫", 5)]
     off = QueryParams(agent_id="a", user_id="u")  # off by default
     assert s.prune_expansions([("狗肉", 7)], [1.0, 0.0], off) == [("狗肉", 7)]
+
+
+def test_english_chat_turns_keep_their_topic_words() -> None:
+    text = "user: When did Caroline go to the LGBTQ support group? assistant: I think she went"
+    words = [b.word for b in pick_base_words(text)]
+    assert words[:4] == ["carolin", "lgbtq", "support", "group"]
+    assert not {"user", "assistant", "go", "went", "think"} & set(words)
