@@ -116,7 +116,8 @@ def entity_body(
     candidates = {"bool": {"should": should, "minimum_should_match": 1}}
     query: dict[str, Any] = {
         "filter": [*scope, candidates],
-        "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS),
+        # expansions widen the candidates (above) but, as for events, add no evidence by default
+        "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS, params.expansion_share),
     }
     if params.exclude_ids:
         query["must_not"] = [{"ids": {"values": params.exclude_ids}}]
