@@ -126,7 +126,8 @@ def main() -> None:
         "",
         f"Measured {stamp['date'][:10]} on {stamp['machine']['cpu']} "
         f"({stamp['machine']['nproc']} cores, shared), {stamp['versions'].get('engine', '')}, "
-        f"model {stamp['versions'].get('model', '')}; branch commit "
+        f"model {stamp['versions'].get('model', '')}; dialogue run at commit "
+        f"{dlg_a['stamp']['versions'].get('git_commit', '')}, MemDaily run at "
         f"{stamp['versions'].get('git_commit', '')}.",
         "",
     ]
