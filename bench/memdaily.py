@@ -43,6 +43,7 @@ MODES: dict[str, tuple[str, bool]] = {
     "rrf": ("rrf", False),
     "fusion+expand": ("fusion", True),
     "fusion-noexpand": ("fusion", False),
+    "two_stage": ("two_stage", True),
 }
 
 

@@ -196,7 +196,7 @@ def test_cli_query_before_anything_is_indexed_says_so(kemem) -> None:
         KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
         KEMEM_ES_URL=kemem.settings.url,
     )
-    proc = _cli("query", "你好", "--user", "u1", "--agent", "qiyu", env=env)
+    proc = _cli("query", "最近总是失眠", "--user", "u1", "--agent", "qiyu", env=env)
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "kemem-es init" in proc.stderr

@@ -114,6 +114,7 @@ def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> No
         s
         in (
             ev.KW_SCRIPT,
+            ev.COVERAGE_SCRIPT,
             ev.STRENGTH_SCRIPT,
             "knn_score",
             "(cosineSimilarity(params.qv, params.field) + 1.0) / 2.0",
@@ -147,26 +148,40 @@ def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> 
     assert rescore["window_size"] == 80
     assert rescore["query"]["query_weight"] == 0.0  # the fused score alone decides
     fs = rescore["query"]["rescore_query"]["function_score"]
-    assert fs["query"]["bool"]["should"] == clauses
+    # coverage is the query's own score, scaled to w_kw and summed with the functions
+    assert fs["boost_mode"] == "sum"
+    assert fs["query"]["bool"]["boost"] == params.weights.kw
+    assert fs["query"]["bool"]["must"][0]["bool"]["should"] == clauses
     assert "min_score" not in body  # min_score would act before rescoring
     exact = ev.candidate_query("user", params, [])
     assert "minimum_should_match" not in exact["bool"]  # every memory in scope is a candidate
 
 
-def test_entity_recall_is_one_search_ordered_by_tier_then_time() -> None:
+def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     params = QueryParams(agent_id="a", user_id="u")
     body = entity_body(params, [SearchWord("画画")])
-    assert body["sort"] == ["_score", {"updatetime": {"order": "desc"}}]
-    fs = body["query"]["function_score"]
-    weights = [(f["filter"]["terms"]["kind"], f["weight"]) for f in fs["functions"]]
-    assert [w for _, w in weights] == [4.0, 3.0, 2.0, 1.0]
-    assert weights[0][0] == ["与主体和客体的关系"] and weights[3][0] == ["记忆画面"]
-    should = fs["query"]["bool"]["should"]
-    scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in should if "bool" in c}
-    # descriptions are searched for tier 2 only, entity names for tier 3 only
+    query = body["query"]["bool"]
+    assert query["boost"] == 0.6  # 0.6 × coverage, no script
+    candidates = query["filter"][-1]["bool"]["should"]
+    scoped = {tuple(c["bool"]["filter"][0]["terms"]["kind"]): c for c in candidates if "bool" in c}
+    # candidates: descriptions for tier 2 only, entity names for tier 3 only
     assert "description_tok" in json.dumps(scoped[("用户属性", "用户关系")])
     assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
+    assert query["should"] and "dis_max" in query["should"][0]  # coverage is the evidence
     assert entity_body(params, []) is None
+    # the best `limit` by evidence; the searcher orders them by tier
+    assert body["size"] == params.limit
+
+
+def test_entity_candidates_include_nearest_in_meaning() -> None:
+    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    params = QueryParams(agent_id="a", user_id="u", entity_limit=3)
+    body = entity_body(params, [SearchWord("狗")], engine, [0.1] * 4)
+    candidates = body["query"]["bool"]["filter"][-1]["bool"]
+    assert any("knn" in c for c in candidates["should"])
+    rescore = body["rescore"]["query"]["rescore_query"]["function_score"]
+    assert "knn_score" in json.dumps(rescore)  # the vector term, on the best candidates only
+    assert body["rescore"]["window_size"] >= 2 * params.entity_limit
 
 
 def test_rrf_rewards_agreement() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from kemem_es.expand import Expander, Lexicon
 from kemem_es.models import EntityRecord, EventRecord
+from kemem_es.search.params import QueryParams
 
 pytestmark = pytest.mark.engine
 
@@ -150,10 +151,11 @@ def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
     assert by_id["vec-only"].signals.kw == 0  # no shared word: it came in on the vector alone
     assert by_id["vec-only"].signals.vec > by_id["noise-2"].signals.vec
     assert got.index("vec-only") < got.index("noise-1")
-    w = {"kw": 0.35, "vec": 0.45, "time": 0.12, "strength": 0.08}  # QueryParams defaults
+    w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
     for e in resp.memory_events:  # the explained signals add up to the engine's fused score
         fused = sum(w[k] * getattr(e.signals, k) for k in w)
-        assert e.score == pytest.approx(fused, abs=2e-3)
+        if 0.0 < e.signals.vec < 1.0:  # (vec is shown clamped to [0, 1]; the sum is not)
+            assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=2e-3)
         assert 0.0 <= e.score <= 1.0
 
 
@@ -193,10 +195,41 @@ def test_official_memories_reach_every_user_of_the_agent(km) -> None:
 
 
 def test_entity_tiers_in_order_with_matched_keywords(km) -> None:
-    ents = q(km, "画画").memory_entities
-    assert [e.index["index"] for e in ents] == ["t1", "t2-new", "t2-old", "t3", "t4"]
+    ents = q(km, "画画", entity_threshold=0.0).memory_entities
+    got = [e.index["index"] for e in ents]
+    assert got[0] == "t1" and set(got[1:3]) == {"t2-new", "t2-old"} and got[3:] == ["t3", "t4"]
     assert [e.tier for e in ents] == [1, 2, 2, 3, 4]
     assert all("画画" in e.matched_keywords for e in ents)
+    assert all(0.0 < e.score <= 1.0 for e in ents)  # scored by evidence, not by tier
+
+
+def test_entity_limit_and_threshold_are_honoured(km) -> None:
+    assert len(q(km, "画画", limit=2, entity_threshold=0.0).memory_entities) == 2
+    assert len(q(km, "画画", entity_limit=1, entity_threshold=0.0).memory_entities) == 1
+    # an unrelated utterance: nothing clears the default entity threshold
+    assert q(km, "公司的季度报表还没做完").memory_entities == []
+
+
+def test_small_talk_skips_the_search(km) -> None:
+    for text in ("你好", "在吗？", "嗯嗯", "哈哈哈哈", "好的", "😀", ""):
+        resp = q(km, text)
+        assert resp.memory_events == [] and resp.memory_entities == []
+        assert resp.additional_info.skipped == "small_talk"
+        assert "search_events" not in resp.additional_info.timings_ms
+    assert q(km, "你好", prefilter=False).additional_info.skipped is None
+
+
+def test_context_turns_add_words_and_labels_never_search(km) -> None:
+    resp = q(km, "我也是", context="小雨：我最近总是失眠\n祁煜：怎么了")
+    info = resp.additional_info
+    assert "失眠" in info.context_words
+    assert not {"小雨", "祁煜"} & set(info.context_words + info.base_words)
+    assert "kw-only" in ids(resp)[:3]
+
+
+def test_sub_words_meet_in_both_directions(km) -> None:
+    # the corpus says 吃了火锅 (jieba: 吃 了 火锅); 吃火锅 as one token still meets it
+    assert ids(q(km, "又想吃火锅了", limit=2)) == ["new", "old"]
 
 
 def test_same_query_same_result(km) -> None:
@@ -266,3 +299,10 @@ def test_one_character_base_words_search_but_are_not_expanded(km) -> None:
     assert "吃" in info.base_words
     assert {"麻辣": 6} in info.expanded_words
     assert {"好吃": 7} not in info.expanded_words
+
+
+def test_query_before_init_is_a_clear_error(kemem) -> None:
+    from kemem_es.errors import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="init"):
+        kemem.query("最近总是失眠", user_id=U1, agent_id=A)

@@ -66,7 +66,9 @@ def query(
     agent: str = typer.Option(..., "--agent", help="agent_id"),
     context: str = typer.Option("", "--context", help="the agent's previous reply / recent turns"),
     limit: int = typer.Option(5, "--limit"),
-    entity_limit: int = typer.Option(10, "--entity-limit"),
+    entity_limit: int | None = typer.Option(
+        None, "--entity-limit", help="entities at most (default: --limit)"
+    ),
     threshold: float = typer.Option(0.5, "--threshold", help="0–1 on the fused score"),
     mode: str = typer.Option("fusion", "--mode", help="fusion | bm25 | vector | rrf | two_stage"),
     exclude: list[str] = typer.Option([], "--exclude", help="event ids already shown (repeat)"),

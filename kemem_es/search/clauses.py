@@ -12,6 +12,15 @@ from typing import Any
 BASE_BOOST = 1.0
 EXPANSION_MAX_BOOST = 0.5  # the strongest association still weighs half a base word
 MAX_LEVEL = 7
+SUBWORD_FACTOR = 0.7  # 火锅 found inside 吃火锅 (or the other way round) counts 70 %
+# Coverage (fusion's keyword term): how much a field's match counts of a word's share.
+COVERAGE_FIELDS: dict[str, float] = {
+    "keywords": 1.0,
+    "keywords_tok": 1.0,
+    "description_tok": 0.9,
+    "deepinsight_tok": 0.4,
+}
+EXPANSION_SHARE = 0.2  # expansions alone reach at most this much coverage
 
 
 @dataclass(frozen=True)
@@ -22,10 +31,18 @@ class SearchWord:
     level: int | None = None
     single_char: bool = False
     tokens: tuple[str, ...] | None = None  # as the index tokenised it; None: the word itself
+    weight: float = 1.0  # share of the query's keyword evidence (TF-IDF × turn weight)
+    subwords: tuple[str, ...] = ()  # jieba search-mode pieces (吃火锅 → 火锅)
+    context: bool = False  # from an earlier turn, not the current utterance
 
     @property
     def toks(self) -> tuple[str, ...]:
         return self.tokens if self.tokens is not None else (self.word.lower(),)
+
+    @property
+    def weighted(self) -> bool:
+        """Counts towards keyword coverage: a base word of the utterance or of the context."""
+        return self.level is None or self.context
 
     @property
     def boost(self) -> float:
@@ -92,6 +109,9 @@ def keyword_clauses(words: Sequence[SearchWord], fields: dict[str, float]) -> li
             clause = word_clause(field, w, tokens, boost)
             if clause is not None:
                 clauses.append(clause)
+            if w.subwords and field not in EXACT_FIELDS and not w.single_char:
+                sub_boost = round(boost * SUBWORD_FACTOR, 4)
+                clauses.append({"terms": {field: list(w.subwords), "boost": sub_boost}})
     for (field, boost), values in groups.items():
         clauses.append({"terms": {field: sorted(set(values)), "boost": boost}})
     return clauses
@@ -120,3 +140,68 @@ def matched_words(
 def _contains(seq: list[str], part: list[str]) -> bool:
     n = len(part)
     return any(seq[i : i + n] == part for i in range(len(seq) - n + 1))
+
+
+def _match_filter(field: str, word: SearchWord) -> dict[str, Any] | None:
+    """An unscored filter: does ``field`` hold ``word`` (whole value, token or phrase)."""
+    clause = word_clause(field, word, word.toks, 1.0)
+    if clause is None:
+        return None
+    kind, body = next(iter(clause.items()))
+    inner = dict(next(iter(body.values())))
+    inner.pop("boost", None)
+    return {kind: {field: inner}}
+
+
+def coverage_clauses(
+    words: Sequence[SearchWord],
+    fields: dict[str, float] = COVERAGE_FIELDS,
+    expansion_share: float = EXPANSION_SHARE,
+) -> list[dict[str, Any]]:
+    """Fusion's keyword evidence, summed by the engine into a coverage in [0, ~1]:
+
+    - each weighted word (utterance and context base words) is worth its share of the query's
+      total word weight, once, on the best field it matches (``dis_max`` of constant scores:
+      keywords 1.0, description 0.9, deepinsight 0.4; its sub-words 0.7);
+    - expansions add at most ``expansion_share`` (the best level matched, scaled by level).
+
+    Every number is relative to what this query could achieve, so the term does not depend on
+    the index's statistics (other tenants' documents) or on how many words the query has.
+    """
+    weighted = [w for w in words if w.weighted and w.weight > 0]
+    total = sum(w.weight for w in weighted)
+    clauses: list[dict[str, Any]] = []
+    for w in weighted:
+        share = w.weight / total
+        queries = []
+        for field, factor in fields.items():
+            if w.single_char and field not in KEYWORD_ONLY_FIELDS:
+                continue
+            flt = _match_filter(field, w)
+            if flt is not None:
+                boost = round(share * factor, 6)
+                queries.append({"constant_score": {"filter": flt, "boost": boost}})
+            if w.subwords and not w.single_char and field not in EXACT_FIELDS:
+                sub = {"terms": {field: list(w.subwords)}}
+                boost = round(share * factor * SUBWORD_FACTOR, 6)
+                queries.append({"constant_score": {"filter": sub, "boost": boost}})
+        if queries:
+            clauses.append({"dis_max": {"queries": queries}})
+    by_level: dict[int, dict[str, set[str]]] = {}
+    for w in words:
+        if expansion_share <= 0 or w.weighted or w.single_char or len(w.toks) != 1:
+            continue
+        lv = min(max(w.level or 1, 1), MAX_LEVEL)
+        for field in fields:
+            if field in EXPANSION_SKIP_FIELDS:
+                continue
+            by_level.setdefault(lv, {}).setdefault(field, set()).add(w.toks[0])
+    levels = []
+    for lv, per_field in sorted(by_level.items(), reverse=True):
+        should = [{"terms": {f: sorted(v)}} for f, v in per_field.items()]
+        flt = {"bool": {"should": should, "minimum_should_match": 1}}
+        boost = round(expansion_share * lv / MAX_LEVEL, 6)
+        levels.append({"constant_score": {"filter": flt, "boost": boost}})
+    if levels:
+        clauses.append({"dis_max": {"queries": levels}})
+    return clauses

@@ -1,10 +1,13 @@
-"""Entity recall in SPEC §2 step 6's priority tiers, newest first within a tier.
+"""Entity recall in SPEC §2 step 6's priority tiers, scored by evidence.
 
-All four tiers are one search over the user's and the official entity indices: a function_score
-gives each hit its tier's constant weight, and the sort is (tier weight, updatetime desc). Fields
-that only some tiers search (descriptions for tier 2, entity names for tier 3) sit in clauses
-filtered to those tiers' kinds. A hit reports which search words matched it, read off its
-stored tokens.
+All four tiers are one search over the user's and the official entity indices. Candidates are
+the entities a search word matches on their tier's fields (descriptions for tier 2, entity names
+for tier 3: clauses filtered to those tiers' kinds). Each candidate is scored by the engine on
+the evidence that it is about this utterance — keyword coverage of the query's weighted words
+over its keyword, name and description, plus the calibrated cosine of its vector (the entity
+name + description) — so an entity that only an expansion touches scores low and is dropped by
+``entity_threshold``. The caller orders survivors by tier (the prompt's order), then score, and
+keeps ``entity_limit``. A hit reports which search words matched it, read off its stored tokens.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kemem_es.search.clauses import SearchWord, keyword_clauses
+from kemem_es.engine.client import Engine
+from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
+from kemem_es.search.events import VECTOR_FIELD, vec_scale
 from kemem_es.search.params import QueryParams
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.scope import any_of, query_scopes
@@ -48,11 +53,29 @@ def entity_scope(agent_id: str, user_id: str) -> list[dict[str, Any]]:
 
 
 SHARED_FIELDS = ("keyword", "keyword_tok")  # searched by every tier
+# Evidence fields (all tiers): how much a match there counts of a word's share.
+ENTITY_COVERAGE_FIELDS = {
+    "keyword": 1.0,
+    "keyword_tok": 1.0,
+    "entity_name": 1.0,
+    "entity_name_tok": 1.0,
+    "description_tok": 0.9,
+}
+ENTITY_WEIGHTS = {"kw": 0.6, "vec": 0.4}
+ANN_CANDIDATES = 10
+RESCORE_WINDOW = 20
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
 
 
-def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, Any] | None:
-    """The one search body for entity recall, or None when there is nothing to search."""
+def entity_body(
+    params: QueryParams,
+    words: Sequence[SearchWord],
+    engine: Engine | None = None,
+    vector: Sequence[float] | None = None,
+) -> dict[str, Any] | None:
+    """The one search body for entity recall, or None when there is nothing to search.
+    The score is 0.6·coverage + 0.4·vec (raw: minus ``entity_offset``), both on the scales of
+    the event search; without an engine/vector, coverage alone."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
     should = keyword_clauses(words, shared)
     for tier in TIERS:
@@ -70,32 +93,57 @@ def entity_body(params: QueryParams, words: Sequence[SearchWord]) -> dict[str, A
             )
     if not should:
         return None
+    scope = [
+        *entity_scope(params.agent_id, params.user_id),
+        *compile_filters(params.filters),
+        {"terms": {"kind": list(TIER_OF_KIND)}},
+    ]
+    if engine is not None and vector is not None and ANN_CANDIDATES:
+        # The entities nearest in meaning are candidates too (狗 → 豆包, the user's corgi).
+        should.append(engine.ann_query(VECTOR_FIELD, vector, ANN_CANDIDATES, scope))
+    candidates = {"bool": {"should": should, "minimum_should_match": 1}}
     query: dict[str, Any] = {
-        "filter": [
-            *entity_scope(params.agent_id, params.user_id),
-            *compile_filters(params.filters),
-            {"terms": {"kind": list(TIER_OF_KIND)}},
-        ],
-        "should": should,
-        "minimum_should_match": 1,
+        "filter": [*scope, candidates],
+        # expansions widen the candidates (above) but, as for events, add no evidence by default
+        "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS, params.expansion_share),
     }
     if params.exclude_ids:
         query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
-    tier_weight = [
-        {"filter": {"terms": {"kind": list(t.kinds)}}, "weight": float(len(TIERS) + 1 - t.rank)}
-        for t in TIERS
-    ]
-    return {
-        "size": params.entity_limit,
+    # 0.6 × coverage straight from the bool query (its boost): no per-document script.
+    query["boost"] = ENTITY_WEIGHTS["kw"]
+    limit = params.entity_limit if params.entity_limit is not None else params.limit
+    body: dict[str, Any] = {
+        # the best ``limit`` by evidence; the caller orders them by tier
+        "size": max(limit, 1),
         "track_total_hits": False,
-        "sort": ["_score", {"updatetime": {"order": "desc"}}],
         "_source": {"excludes": SOURCE_EXCLUDES},
-        "query": {
-            "function_score": {
-                "query": {"bool": query},
-                "functions": tier_weight,
-                "score_mode": "first",
-                "boost_mode": "replace",
-            }
-        },
+        "query": {"bool": query},
     }
+    if engine is not None and vector is not None:
+        # The vector term is added to the best candidates only (a rescore window): scoring it
+        # on every keyword candidate of a 20k-entity official database costs ~10 ms.
+        _, span = vec_scale(params)
+        vec_fn = engine.vector_function(VECTOR_FIELD, vector, ENTITY_WEIGHTS["vec"] / span)
+        body["rescore"] = {
+            "window_size": max(2 * limit, RESCORE_WINDOW),
+            "query": {
+                "rescore_query": {
+                    "function_score": {
+                        "query": {"match_all": {}},
+                        "functions": [vec_fn],
+                        "boost_mode": "replace",
+                    }
+                },
+                "query_weight": 1.0,
+                "rescore_query_weight": 1.0,
+                "score_mode": "total",
+            },
+        }
+    return body
+
+
+def entity_offset(params: QueryParams, with_vector: bool) -> float:
+    if not with_vector:
+        return 0.0
+    lo, span = vec_scale(params)
+    return ENTITY_WEIGHTS["vec"] * lo / span

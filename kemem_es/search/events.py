@@ -1,8 +1,17 @@
 """Event recall: one engine request per database, every candidate scored by one fused formula.
 
-score = w_kw·bm25/(bm25+k) + w_vec·(1+cos)/2 + w_time·0.5^(age/half_life) + w_str·s/(s+k_s)
+score = w_kw·kw + w_vec·vec + w_time·0.5^(age/half_life) + w_str·s/(s+k_s), where
 
-All four terms are computed by the engine inside a function_score (score_mode sum); the query
+- kw  = keyword coverage: the share of the query's weighted words the memory holds (see
+        ``clauses.coverage_clauses``), capped at 1 — relative to what this query could achieve,
+        independent of other tenants' BM25 statistics. (The bm25 and rrf modes keep BM25,
+        saturated as bm25/(bm25+k).)
+- vec = (cos − floor)/(ceil − floor): the cosine placed on the model's own scale (m3e: 0.62 is
+        what unrelated text scores, 0.84 a close paraphrase). The engine's vector function gives
+        (1+cos)/2; an affine map of it is the function's weight plus a constant ``offset`` that
+        the caller subtracts (and adds to min_score) — the order is the engine's either way.
+
+All terms are computed by the engine inside a function_score (score_mode sum); the query
 vector, words, ``now`` and constants travel as params / query values, never as script source.
 """
 
@@ -23,7 +32,8 @@ TIME_FIELD = "event_time"
 SOURCE_EXCLUDES = [VECTOR_FIELD, "*_tok", "metadata"]
 
 # Painless sources are constants: user input only ever reaches them through params.
-KW_SCRIPT = "_score / (_score + params.k)"
+KW_SCRIPT = "_score / (_score + params.k)"  # BM25, saturated (bm25 / rrf modes)
+COVERAGE_SCRIPT = "Math.min(_score, 1.0)"  # keyword coverage (fusion, two_stage)
 STRENGTH_SCRIPT = (
     "double s = doc['strength'].size() == 0 ? 0.0 : doc['strength'].value; "
     "return s / (s + params.k);"
@@ -48,12 +58,33 @@ def exclusion(params: QueryParams) -> list[dict[str, Any]]:
     return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids else []
 
 
+def vec_scale(params: QueryParams) -> tuple[float, float]:
+    """(lo, span) on the engine's (1+cos)/2 scale: vec = (s − lo) / span."""
+    lo = (1.0 + params.vec_floor) / 2.0
+    return lo, (1.0 + params.vec_ceil) / 2.0 - lo
+
+
+def vec_offset(params: QueryParams, weights: dict[str, float]) -> float:
+    """What the engine's raw sum carries above the calibrated score (subtract it)."""
+    w = weights.get("vec", 0.0)
+    if w <= 0:
+        return 0.0
+    lo, span = vec_scale(params)
+    return w * lo / span
+
+
+def calibrated(raw: float, offset: float) -> float:
+    """The engine's raw fused score → the calibrated score in [0, 1]."""
+    return min(max(raw - offset, 0.0), 1.0)
+
+
 def signal_functions(
     engine: Engine,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
     weights: dict[str, float],
+    coverage: bool = True,
 ) -> list[dict[str, Any]]:
     """The function_score functions for the signals with a positive weight, in FUNCTION_ORDER."""
     out = []
@@ -61,16 +92,15 @@ def signal_functions(
         if weights.get(name, 0.0) <= 0:
             continue
         if name == "kw":
-            out.append(
-                {
-                    "script_score": {
-                        "script": {"source": KW_SCRIPT, "params": {"k": params.bm25_k}}
-                    },
-                    "weight": weights[name],
-                }
+            script = (
+                {"source": COVERAGE_SCRIPT}
+                if coverage
+                else {"source": KW_SCRIPT, "params": {"k": params.bm25_k}}
             )
+            out.append({"script_score": {"script": script}, "weight": weights[name]})
         elif name == "vec":
-            out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name]))
+            _, span = vec_scale(params)
+            out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name] / span))
         elif name == "time":
             decay = {
                 "origin": now.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -139,12 +169,28 @@ def fused(
     now: datetime,
     weights: dict[str, float],
     query: dict[str, Any],
+    coverage: bool = True,
 ) -> dict[str, Any]:
-    """The fused score over ``query``, whose own score is the keyword BM25."""
+    """The fused score over ``query``, whose own score is the keyword evidence.
+
+    Coverage needs no script: the query's own score, scaled by its boost to w_kw, is summed with
+    the other functions (``boost_mode: sum``), so no painless runs per document for it. BM25
+    (bm25/rrf modes) keeps its saturation script."""
+    w_kw = weights.get("kw", 0.0)
+    if coverage and w_kw > 0:
+        rest = {k: v for k, v in weights.items() if k != "kw"}
+        return {
+            "function_score": {
+                "query": {"bool": {"must": [query], "boost": w_kw}},
+                "functions": signal_functions(engine, params, vector, now, rest, coverage),
+                "score_mode": "sum",
+                "boost_mode": "sum",
+            }
+        }
     return {
         "function_score": {
             "query": query,
-            "functions": signal_functions(engine, params, vector, now, weights),
+            "functions": signal_functions(engine, params, vector, now, weights, coverage),
             "score_mode": "sum",
             "boost_mode": "replace",
         }
@@ -163,10 +209,13 @@ def event_body(
     size: int | None = None,
     min_score: float | None = None,
     require_keyword: bool = False,
+    coverage: bool = True,
 ) -> dict[str, Any]:
-    """The search body for one database.
+    """The search body for one database (``clauses``: coverage clauses when ``coverage``, else
+    BM25 clauses).
 
-    Exact: one function_score over the whole scope, ``min_score`` as the threshold.
+    Exact: one function_score over the whole scope, ``min_score`` as the threshold (on the
+    calibrated score: the vector offset is added here).
     Approximate: the window query picks candidates; the engine's rescore gives each of them the
     same fused score (query_weight 0, so only the fused score counts). The caller applies the
     threshold, since the engine's min_score acts before rescoring."""
@@ -185,7 +234,7 @@ def event_body(
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
-                "rescore_query": fused(engine, params, vector, now, weights, bm25),
+                "rescore_query": fused(engine, params, vector, now, weights, bm25, coverage),
                 "query_weight": 0.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",
@@ -193,9 +242,9 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, clauses, require_keyword)
-        body["query"] = fused(engine, params, vector, now, weights, query)
+        body["query"] = fused(engine, params, vector, now, weights, query, coverage)
         if min_score is not None and min_score > 0:
-            body["min_score"] = min_score
+            body["min_score"] = min_score + vec_offset(params, weights)
     if params.explain:
         body["explain"] = True
     return body
@@ -212,7 +261,9 @@ def two_stage_body(
 ) -> dict[str, Any]:
     """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
     rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
-    moot: stage one is already cheap)."""
+    moot: stage one is already cheap). With a window (20) well below a typical scope (50–100
+    memories), a memory the keywords miss can never surface: that is what sets it apart from
+    fusion. Scores outside the window lack the vector term (calibrated, they read 0)."""
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(engine, db, params, clauses, vector, now, False, weights=stage1)

@@ -21,7 +21,7 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _which(description: str) -> str | None:
-    if "_score / (_score" in description:
+    if "_score / (_score" in description or "Math.min(_score" in description:
         return "kw"
     if "knn_score" in description or "cosineSimilarity" in description:
         return "vec"

@@ -59,6 +59,18 @@ class AdditionalInfo(BaseModel):
     base_words: list[str] = Field(alias="给联想的基词")
     expanded_words: list[dict[str, int]] = Field(alias="扩展后联想词")
     mode: str = "fusion"
+    skipped: str | None = Field(
+        None, description="why no search ran: 'small_talk' (the pre-filter; see QueryParams)"
+    )
+    context_words: list[str] = Field(
+        default_factory=list, description="search words taken from the earlier turns"
+    )
+    entity_words: list[str] = Field(
+        default_factory=list, description="names of entities the utterance is about, searched"
+    )
+    context_trimmed: bool = Field(
+        False, description="the dialogue was longer than the model reads: older turns dropped"
+    )
 
     model_config = {"populate_by_name": True}
 

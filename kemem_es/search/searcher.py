@@ -15,14 +15,28 @@ from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
-from kemem_es.search.entities import TIER_OF_KIND, entity_body
+from kemem_es.search.clauses import (
+    EVENT_FIELDS,
+    SearchWord,
+    coverage_clauses,
+    keyword_clauses,
+    matched_words,
+)
+from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
 from kemem_es.store.layout import index_alias
-from kemem_es.text import base_words_with_tokens
+from kemem_es.text import base_words_with_tokens, normalize
+from kemem_es.text.dialogue import (
+    Turn,
+    context_turns,
+    dialogue_window,
+    is_small_talk,
+    keep_end,
+    split_label,
+)
 
 DATABASES: tuple[Database, ...] = ("user", "official")
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
@@ -31,7 +45,19 @@ EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
 NAMES_TTL_S = 300.0
 WORD_CACHE_SIZE = 50_000
-CONTEXT_LEVEL = 4  # words from the previous turns weigh like a mid-level association
+CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
+CONTEXT_WORDS_PER_TURN = 5
+MAX_BRIDGES = 2
+ENTITY_TEXT_FIELDS = [
+    "keyword",
+    "keyword_tok",
+    "entity_name",
+    "entity_name_tok",
+    "description_tok",
+]
+# The model reads at most 256 tokens (about one per Han character): the dialogue window keeps
+# the newest turns within this many characters instead of letting the tokenizer cut the end.
+EMBED_MAX_CHARS = 250
 
 
 class Stopwatch:
@@ -49,8 +75,29 @@ class Stopwatch:
         return self.timings
 
 
+def _ts(value: str | None) -> float:
+    """An ISO-ish time as a sortable number (0 when missing)."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace(" ", "T")[:19]).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def _fmt_time(value: str | None) -> str:
     return (value or "").replace("T", " ")[:19]
+
+
+def _missing_index(err: BaseException) -> bool:
+    """Both clients raise a NotFoundError (HTTP 404) for a missing index."""
+    return type(err).__name__ == "NotFoundError" or "index_not_found" in str(err)
+
+
+def _not_initialised(prefix: str) -> EngineUnavailable:
+    return EngineUnavailable(
+        f"no memory indices under prefix {prefix!r}: run `kemem-es init` (or Kemem.init()) first"
+    )
 
 
 class Searcher:
@@ -64,13 +111,23 @@ class Searcher:
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
         self._known_names: set[str] = set()
+        self._person_names: set[str] = set()  # user and agent names: never search words
         self._word_tokens: dict[str, tuple[str, ...]] = {}
+        self._word_vectors: dict[str, np.ndarray] = {}
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
-        self.learn_names()
+        missing = False
+        try:
+            self.learn_names()
+        except Exception as err:  # before init(): the query will say so, the warm-up need not
+            if not _missing_index(err):
+                raise
+            missing = True
         self.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
         self.embedder.embed_one("预热一下")
+        if missing:
+            self._names_loaded_at = -NAMES_TTL_S  # try again on the first query
 
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""
@@ -91,10 +148,14 @@ class Searcher:
             "aggs": aggs,
         }
         resp = self.engine.search(indices, body)
+        aggs = resp.get("aggregations", {})
         names = {
-            b["key"]
-            for agg in resp.get("aggregations", {}).values()
-            for b in agg["buckets"]
+            b["key"] for agg in aggs.values() for b in agg["buckets"] if 1 < len(b["key"]) <= 12
+        }
+        self._person_names = {
+            b["key"].lower()
+            for f in ("user_name", "agent_name")
+            for b in aggs.get(f, {}).get("buckets", [])
             if 1 < len(b["key"]) <= 12
         }
         self._add_names(names)
@@ -117,17 +178,63 @@ class Searcher:
         return toks
 
     # -- stages ----------------------------------------------------------------------------
-    def words(self, text: str, params: QueryParams, clock: Stopwatch) -> tuple[Any, ...]:
-        names = [n for n in (params.user_name, params.agent_name) if n]
+    def _vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Embeddings of lexicon words, cached (the same associations recur across queries)."""
+        missing = [w for w in dict.fromkeys(words) if w not in self._word_vectors]
+        if missing:
+            if len(self._word_vectors) + len(missing) > WORD_CACHE_SIZE:
+                self._word_vectors.clear()
+            for w, v in zip(missing, self.embedder.embed(missing), strict=True):
+                self._word_vectors[w] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._word_vectors[w] for w in words])
+
+    def prune_expansions(
+        self, expanded: list[tuple[str, int]], vector: Sequence[float], params: QueryParams
+    ) -> list[tuple[str, int]]:
+        """Meaning-aware pruning (SPEC §3's weakness: words expanded independently of the
+        sentence): the lexicon's candidates are ranked by level, the best ``expand_candidates``
+        are embedded (cached per word) and only those whose cosine to the query vector reaches
+        ``expand_min_cos`` are kept — 吃火锅 keeps 火锅/麻辣烫, drops 狗肉/熏肉 unless the
+        sentence is about them."""
+        if not expanded or params.expand_min_cos <= -1.0:
+            return expanded
+        head = expanded[: params.expand_candidates]
+        sims = self._vectors([w for w, _ in head]) @ np.asarray(vector, dtype=np.float32)
+        return [e for e, c in zip(head, sims, strict=True) if c >= params.expand_min_cos]
+
+    def words(
+        self,
+        text: str,
+        params: QueryParams,
+        clock: Stopwatch,
+        turns: Sequence[Turn] = (),
+        vector: Sequence[float] | None = None,
+    ) -> tuple[Any, ...]:
+        """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
+        turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
+        expansions of the utterance's base words. Names — the caller's, every indexed user and
+        agent name, speaker labels — are never search words."""
         self.learn_names()
-        self._add_names(names)
+        labels = [t.speaker for t in turns if t.speaker]
+        names = [n for n in (params.user_name, params.agent_name) if n]
+        self._add_names(names + [lb for lb in labels if len(lb) > 1])
+        exclude = set(names) | set(labels) | self._person_names
         idf = getattr(self.expander, "idf", None)
-        base, tokens = base_words_with_tokens(text, params.top_k, names, self.tokenizer, idf)
-        ctx = []
-        if params.context:
-            seen = {b.word for b in base}
-            ctx_words = base_words_with_tokens(params.context, 5, names, self.tokenizer, idf)[0]
-            ctx = [b for b in ctx_words if b.word not in seen]
+        base, tokens = base_words_with_tokens(text, params.top_k, exclude, self.tokenizer, idf)
+        seen = {b.word for b in base}
+        ctx: list[tuple[Any, float]] = []
+        weight = 1.0
+        for turn in turns:  # newest first
+            weight *= params.context_decay
+            if weight <= 0:
+                break
+            picked = base_words_with_tokens(
+                turn.text, CONTEXT_WORDS_PER_TURN, exclude, self.tokenizer, idf
+            )[0]
+            for b in picked:
+                if b.word not in seen:
+                    seen.add(b.word)
+                    ctx.append((b, weight))
         clock.lap("tokenise")
         expanded: list[tuple[str, int]] = []
         # Expansion policy: one-character base words still search (keyword fields only) but
@@ -139,20 +246,47 @@ class Searcher:
                 max_words=params.max_words,
                 strategy=params.strategy,
                 filter_levels=params.filter_levels,
-                skip=names,
+                skip=sorted(exclude),
             )
             expanded = [(e.word, e.level) for e in result]
-        plan = [(b.word, None) for b in base] + [(b.word, CONTEXT_LEVEL) for b in ctx]
-        plan += expanded
+            if vector is not None:
+                expanded = self.prune_expansions(expanded, vector, params)
         words, taken = [], set()
-        for word, level in plan:
+
+        def add(word: str, level: int | None, weight: float, context: bool = False) -> None:
             if word in taken:
-                continue
+                return
             taken.add(word)
-            # Tokenised once, as the index was: every clause and match check reuses it.
-            words.append(SearchWord(word, level, len(word) == 1, self._tokens(word)))
+            toks = self._tokens(word)  # tokenised once, as the index was
+            subs = tuple(self.tokenizer.subwords(toks[0])) if len(toks) == 1 else ()
+            words.append(SearchWord(word, level, len(word) == 1, toks, weight, subs, context))
+
+        for b in base:
+            add(b.word, None, b.weight)
+        for b, w in ctx:
+            add(b.word, CONTEXT_LEVEL, b.weight * w, context=True)
+        for word, level in expanded:
+            add(word, level, 0.0)
         clock.lap("expand")
         return base, tokens, expanded, words
+
+    def query_vector(
+        self, text: str, turns: Sequence[Turn], params: QueryParams
+    ) -> tuple[list[float], bool]:
+        """The utterance's vector, blended with the dialogue window's (the newest turns that
+        fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
+        Returns the vector and whether the window had to drop older turns."""
+        utterance = keep_end(text, EMBED_MAX_CHARS)
+        if not turns or params.utterance_weight >= 1.0:
+            vec = self.embedder.embed_one(utterance).astype(float)
+            return np.round(vec, 5).tolist(), len(text) > EMBED_MAX_CHARS
+        window, cut = dialogue_window(text, list(turns), EMBED_MAX_CHARS)
+        u, d = self.embedder.embed([utterance, window]).astype(float)
+        w = params.utterance_weight
+        vec = w * u + (1.0 - w) * d
+        vec /= max(float(np.linalg.norm(vec)), 1e-12)
+        # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
+        return np.round(vec, 5).tolist(), cut
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -175,9 +309,14 @@ class Searcher:
         vector: Sequence[float],
         now: datetime,
     ) -> list[tuple[Database, dict[str, Any], float, dict[str, float] | None]]:
-        """(db, hit, score, signals) best first, after threshold and limit."""
+        """(db, hit, score, signals) best first, after threshold and limit; scores calibrated."""
         prefix = self.engine.settings.index_prefix
-        clauses = keyword_clauses(words, EVENT_FIELDS)
+        coverage = params.mode in ("fusion", "two_stage")
+        clauses = (
+            coverage_clauses(words, expansion_share=params.expansion_share)
+            if coverage
+            else keyword_clauses(words, EVENT_FIELDS)
+        )
         mode = params.mode
         searches: list[tuple[str, dict[str, Any]]] = []
         dbs: list[Database] = []
@@ -187,6 +326,7 @@ class Searcher:
                 searches.append((index_alias(prefix, db, "events"), body))
                 dbs.append(db)
         responses = self.engine.msearch(searches)
+        offset = ev.vec_offset(params, _mode_weights(params))
         ranked: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
         for db, resp in zip(dbs, responses, strict=True):
@@ -196,52 +336,151 @@ class Searcher:
             if mode == "rrf":
                 lists.append([(db, h) for h in hits])
             else:
-                ranked += [(db, h, float(h["_score"])) for h in hits]
+                ranked += [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
         if mode == "rrf":
             ranked = rrf_merge(lists, params.rrf_k)
         else:
-            ranked.sort(key=lambda r: -r[2])
+            ranked.sort(key=lambda r: -r[2])  # stable: equal scores keep the engine's order
             # Rescored scores (approximate path, two-stage) exist only after the engine's
             # min_score has run, so the threshold is applied to what came back.
-            ranked = [r for r in ranked if r[2] >= params.score_threshold]
+            ranked = [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
         out = []
         for db, hit, score in ranked[: params.limit]:
             signals = None
             if params.explain and mode != "rrf" and "_explanation" in hit:
                 signals = signals_from_explanation(hit["_explanation"])
+                lo, span = ev.vec_scale(params)
+                raw_vec = (signals.vec - lo) / span if signals.vec else 0.0
+                update = {"vec": round(min(max(raw_vec, 0.0), 1.0), 4)}
+                w = _mode_weights(params)
+                if coverage and w.get("kw", 0.0) > 0:
+                    # coverage is the query's own score (no function): what the raw sum holds
+                    # beyond the other signals
+                    raw = float(hit["_score"])
+                    others = w.get("vec", 0.0) * raw_vec + sum(
+                        w.get(k, 0.0) * getattr(signals, k) for k in ("time", "strength")
+                    )
+                    kw = (raw - offset - others) / w["kw"]
+                    # derived from rounded explanation values: good to ~0.005
+                    update["kw"] = round(kw, 3) if kw > 0.005 else 0.0
+                    update["bm25"] = update["kw"]
+                signals = signals.model_copy(update=update)
             out.append((db, hit, score, signals))
         return out
 
     def search_entities(
-        self, params: QueryParams, words: Sequence[SearchWord]
-    ) -> list[dict[str, Any]]:
-        """Entity hits in tier order, newest first within a tier."""
-        if params.entity_limit == 0 or not words:
+        self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
+    ) -> list[tuple[dict[str, Any], float]]:
+        """(hit, score) for entities whose evidence reaches ``entity_threshold``, in tier order
+        (SPEC §2 step 6), best evidence first within a tier, then newest; at most
+        ``entity_limit`` (default: ``limit``)."""
+        limit = params.entity_limit if params.entity_limit is not None else params.limit
+        if limit == 0 or not words:
             return []
-        body = entity_body(params, words)
+        body = entity_body(params, words, self.engine, vector)
         if body is None:
             return []
         prefix = self.engine.settings.index_prefix
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
-        return list(self.engine.search(indices, body)["hits"]["hits"])
+        offset = entity_offset(params, with_vector=True)
+        scored = []
+        for hit in self.engine.search(indices, body)["hits"]["hits"]:
+            score = ev.calibrated(float(hit["_score"]), offset)
+            if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
+                scored.append((hit, score))
+        scored.sort(
+            key=lambda hs: (
+                TIER_OF_KIND[hs[0]["_source"]["kind"]].rank,
+                -round(hs[1], 4),
+                -_ts(hs[0]["_source"].get("updatetime")),
+            )
+        )
+        return scored
+
+    def bridge_words(
+        self,
+        params: QueryParams,
+        words: list[SearchWord],
+        entities: Sequence[tuple[dict[str, Any], float]],
+    ) -> list[SearchWord]:
+        """Names of the concrete entities the utterance is about become search words for the
+        events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
+        and her events say 豆包, not 狗. Only strong evidence of meaning bridges (score ≥
+        ``bridge_threshold`` with no word in common), at most ``MAX_BRIDGES`` names, weighted
+        like the utterance's strongest word; names the query already has and the user's and
+        agent's own names are left out."""
+        if params.bridge_threshold >= 1.0:
+            return []
+        taken = {w.word for w in words} | self._person_names
+        top = max((w.weight for w in words if w.level is None), default=1.0)
+        out: list[SearchWord] = []
+        for hit, score in sorted(entities, key=lambda hs: -hs[1]):
+            src = hit["_source"]
+            name = normalize(src.get("entity_name") or "").strip()
+            if (
+                score < params.bridge_threshold
+                or src.get("entity_type") != "具体实体"
+                or src.get("kind") == "记忆画面"
+                or len(name) < 2
+                or name in taken
+                # only what the utterance means without saying it: an entity that shares a
+                # word with the query is already found through that word
+                or matched_words(src, words, ENTITY_TEXT_FIELDS)
+            ):
+                continue
+            taken.add(name)
+            toks = self._tokens(name)
+            out.append(SearchWord(name, CONTEXT_LEVEL, False, toks, top, (), context=True))
+            if len(out) >= MAX_BRIDGES:
+                break
+        return out
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:
+        try:
+            return self._query(text, params)
+        except EngineUnavailable:
+            raise
+        except Exception as err:
+            if _missing_index(err):
+                raise _not_initialised(self.engine.settings.index_prefix) from err
+            raise
+
+    def _query(self, text: str, params: QueryParams) -> QueryResponse:
         clock = Stopwatch()
         now = params.now or datetime.now()
-        base, tokens, expanded, words = self.words(text, params, clock)
-        # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
-        vector = np.round(self.embedder.embed_one(text).astype(float), 5).tolist()
+        utterance = split_label(text).text if text.strip() else text
+        if params.prefilter and is_small_talk(utterance):
+            # Greetings, acknowledgements, laughter, emoji: nothing to recall, no search.
+            clock.lap("prefilter")
+            info = AdditionalInfo(
+                timings_ms=clock.total(),
+                query=text,
+                tokens=[],
+                base_words=[],
+                expanded_words=[],
+                mode=params.mode,
+                skipped="small_talk",
+            )
+            return QueryResponse(additional_info=info)
+        turns = context_turns(params.context, params.context_turns)
+        vector, trimmed = self.query_vector(utterance, turns, params)
         clock.lap("embed")
-        event_hits = self.search_events(params, words, vector, now)
-        clock.lap("search_events")
-        entity_hits = self.search_entities(params, words)
+        base, tokens, expanded, words = self.words(utterance, params, clock, turns, vector)
+        scored_entities = self.search_entities(params, words, vector)
+        bridges = self.bridge_words(params, words, scored_entities)
+        limit = params.entity_limit if params.entity_limit is not None else params.limit
+        entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
+        event_hits = self.search_events(params, [*words, *bridges], vector, now)
+        clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
             for i, (db, hit, score, signals) in enumerate(event_hits)
         ]
-        entities = [self._entity_hit(i, hit, words) for i, hit in enumerate(entity_hits)]
+        entities = [
+            self._entity_hit(i, hit, score, words) for i, (hit, score) in enumerate(entity_hits)
+        ]
         clock.lap("assemble")
         info = AdditionalInfo(
             timings_ms=clock.total(),
@@ -250,6 +489,9 @@ class Searcher:
             base_words=[b.word for b in base],
             expanded_words=[{w: lvl} for w, lvl in expanded],
             mode=params.mode,
+            context_words=[w.word for w in words if w.context],
+            entity_words=[w.word for w in bridges],
+            context_trimmed=trimmed,
         )
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
 
@@ -275,16 +517,17 @@ class Searcher:
         out.log = event_log(out, now)
         return out
 
-    def _entity_hit(self, i: int, hit: dict, words: Sequence[SearchWord]) -> EntityHit:
+    def _entity_hit(
+        self, i: int, hit: dict, score: float, words: Sequence[SearchWord]
+    ) -> EntityHit:
         src = hit["_source"]
         tier = TIER_OF_KIND[src["kind"]]
-        matched = matched_words(src, words, list(tier.fields))
-        matched_set = set(matched)
-        weight = sum(w.boost for w in words if w.word in matched_set)
+        fields = [*tier.fields, "description_tok"]
+        matched = matched_words(src, words, list(dict.fromkeys(fields)))
         out = EntityHit(
             id=i,
             kind=src.get("kind", ""),
-            score=round(weight / (weight + 1.0), 4),  # 1 base word → 0.5
+            score=round(score, 4),
             index={"index": str(src.get("id", hit["_id"]))},
             db=src.get("db", "user"),
             entity_name=src.get("entity_name", ""),
@@ -299,26 +542,50 @@ class Searcher:
         return out
 
 
+def _mode_weights(params: QueryParams) -> dict[str, float]:
+    """The signal weights a mode's scores are made of."""
+    if params.mode == "bm25":
+        return {"kw": 1.0}
+    if params.mode == "vector":
+        return {"vec": 1.0}
+    return params.weights.model_dump()
+
+
 def _mode_bodies(params: QueryParams, args: tuple) -> list[dict[str, Any]]:
-    """The event search bodies of one database for the chosen mode (rrf: one list per signal)."""
+    """The event search bodies of one database for the chosen mode (rrf: one list per signal).
+    fusion and two_stage score keyword coverage; bm25 and rrf keep BM25 (saturated)."""
     threshold = params.score_threshold
     if params.mode == "fusion":
         return [ev.event_body(*args, min_score=threshold)]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
-        return [ev.event_body(*args, weights=kw_only, min_score=threshold, require_keyword=True)]
+        return [
+            ev.event_body(
+                *args, weights=kw_only, min_score=threshold, require_keyword=True, coverage=False
+            )
+        ]
     if params.mode == "vector":
         return [ev.event_body(*args, weights={"vec": 1.0}, min_score=threshold)]
     if params.mode == "two_stage":
         return [ev.two_stage_body(*args)]
     window = max(params.limit * 4, 20)
     return [
-        ev.event_body(*args, weights={"kw": 1.0}, size=window, require_keyword=True),
+        ev.event_body(
+            *args, weights={"kw": 1.0}, size=window, require_keyword=True, coverage=False
+        ),
         ev.event_body(*args, weights={"vec": 1.0}, size=window),
     ]
 
 
 def raise_engine_error(resp: dict[str, Any]) -> None:
     err = resp.get("error", {})
+    if "index_not_found" in str(err):
+        raise EngineUnavailable(f"search failed: an index is missing ({_reason(err)}): run init")
     reason = err.get("root_cause", [{}])[0].get("reason") if isinstance(err, dict) else err
     raise EngineUnavailable(f"search failed: {reason or err}")
+
+
+def _reason(err: Any) -> str:
+    if isinstance(err, dict):
+        return str(err.get("root_cause", [{}])[0].get("reason") or err.get("type") or err)
+    return str(err)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 LEXICON_DIR = Path(__file__).resolve().parent.parent / "lexicon"
 STOPWORDS_PATH = LEXICON_DIR / "stopwords.txt"
+STOPWORDS_EN_PATH = LEXICON_DIR / "stopwords_en.txt"
 
 
 def read_word_list(path: str | Path) -> list[str]:
@@ -23,8 +24,12 @@ def read_word_list(path: str | Path) -> list[str]:
 
 @lru_cache(maxsize=1)
 def default_stopwords() -> frozenset[str]:
-    """The shipped list, read once per process."""
-    return frozenset(read_word_list(STOPWORDS_PATH))
+    """The shipped Chinese and English lists (English also in stemmed form, as tokens are),
+    read once per process."""
+    from kemem_es.text.tokenizer import stem
+
+    english = read_word_list(STOPWORDS_EN_PATH)
+    return frozenset(read_word_list(STOPWORDS_PATH) + english + [stem(w) for w in english])
 
 
 def load_stopwords(

@@ -8,6 +8,7 @@ import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import jieba
 
@@ -17,6 +18,24 @@ USER_DICT_PATH = LEXICON_DIR / "userdict.txt"
 
 # A token is kept when it holds a letter or digit of any script; punctuation and spaces are dropped.
 _WORDY = re.compile(r"[^\W_]")
+_LATIN = re.compile(r"[a-z]+")
+_HAN = re.compile(r"^[\u3400-\u9fff]+$")
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    """Snowball's English stemmer (running → run, summaries → summari), one per process."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """The stem of a lowercase latin word; other tokens unchanged."""
+    if len(word) < 4 or not _LATIN.fullmatch(word):
+        return word
+    return str(_stemmer().stemWord(word))
 
 
 def normalize(text: str) -> str:
@@ -32,6 +51,12 @@ class Tokenizer:
     HMM new-word guessing is off by default: it glues unknown characters to their neighbours
     (木木去, 好开心), producing tokens the lexicon and the IDF table do not know; names belong in
     the user dictionary (``add_words``) instead.
+
+    Latin words are lowercased (NFKC) and stemmed with Snowball's English stemmer, so
+    ``running``/``runs`` meet ``run`` at index and query time alike. Han tokens of three or
+    more characters also have **sub-words** (jieba's search mode: the dictionary words of two
+    and three characters inside them, 吃火锅 → 火锅), which the index text carries and the
+    query side searches, so 吃火锅 meets 火锅 in both directions.
     """
 
     def __init__(
@@ -103,17 +128,37 @@ class Tokenizer:
             end = pos + len(piece)
             token = piece.strip()
             if token and _WORDY.search(token):
-                spans.append((token, pos, end))
+                spans.append((stem(token), pos, end))
             pos = end
         return norm, spans
+
+    def subwords(self, token: str) -> list[str]:
+        """jieba search mode's pieces of a Han token: its dictionary words of two and three
+        characters (吃火锅 → 火锅; 北京大学 → 北京, 大学), the token itself excluded."""
+        if len(token) < 3 or not _HAN.match(token):
+            return []
+        freq = self._engine().FREQ
+        out: list[str] = []
+        for n in (2, 3):
+            if len(token) <= n:
+                continue
+            for i in range(len(token) - n + 1):
+                piece = token[i : i + n]
+                if freq.get(piece) and piece not in out:
+                    out.append(piece)
+        return out
 
     def tokenize(self, text: str) -> list[str]:
         """Tokens in order: punctuation and spaces dropped, latin lowercased, stop words kept."""
         return [t for t, _, _ in self.tokenize_spans(text)[1]]
 
     def index_text(self, text: str) -> str:
-        """Tokens joined by single spaces, for the engine's whitespace-analysed text field."""
-        return " ".join(self.tokenize(text))
+        """Tokens joined by single spaces, for the engine's whitespace-analysed text field; the
+        sub-words of long tokens follow after all tokens, so phrases over the sentence's own
+        tokens still match position by position."""
+        tokens = self.tokenize(text)
+        subs = [s for t in tokens for s in self.subwords(t)]
+        return " ".join(tokens + subs)
 
     def is_stopword(self, word: str) -> bool:
         return word in self.stopwords

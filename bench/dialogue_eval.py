@@ -1,0 +1,194 @@
+"""Retrieval quality on the dialogue dev set (bench/dialogue/): every mode, through the API.
+
+    python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
+        [--split all|a|b] [--reuse] [--keep] [--out FILE.json]
+
+Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
+bench/dialogue/extra_events.jsonl, indexed with the package's own indexer. Each query: the last
+user turn is the query text, the earlier turns are ``context`` (one ``speaker：text`` line per
+turn, oldest first), ``now`` = 2025-10-01 12:00, limit 10, score_threshold 0, every other
+option at its default (expansion on). Metrics: R@1/5/10, nDCG@10 (graded: the memory the
+dialogue was written for 2, related ones 1), MRR. ``--split a|b``: the odd / even queries of
+each pair (tune on one half, check on the other).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.common import cli_main, drop_indices, make_kemem, percentiles, stamp
+from bench.evalset import METRICS, mean_metrics, metrics
+
+HERE = Path(__file__).resolve().parent / "dialogue"
+MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
+
+
+def load_queries(split: str = "all") -> list[dict[str, Any]]:
+    with open(HERE / "queries.jsonl", encoding="utf-8") as f:
+        qs = [json.loads(line) for line in f]
+    if split == "all":
+        return qs
+    want = 1 if split == "a" else 0
+    return [q for q in qs if int(q["qid"].rsplit("-", 1)[1]) % 2 == want]
+
+
+def qrels() -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for line in (HERE / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        qid, doc, rel = line.split("\t")
+        out.setdefault(qid, {})[doc] = int(rel)
+    return out
+
+
+def query_text(q: dict[str, Any]) -> tuple[str, str]:
+    """(utterance, context): the last turn, and the earlier turns as ``speaker：text`` lines."""
+    turns = q["turns"]
+    context = "\n".join(f"{t['speaker']}：{t['text']}" for t in turns[:-1])
+    return turns[-1]["text"], context
+
+
+def index_corpus(km: Any) -> dict[str, Any]:
+    from kemem_es.kemem import DEMO_FILES
+
+    t0 = time.perf_counter()
+    reports = km.index_demo(DEMO_FILES)
+    extra = km.index_file(HERE / "extra_events.jsonl", kind="events", db="user")
+    n = sum(r.indexed + r.updated + r.unchanged for r in reports.values())
+    n += extra.indexed + extra.updated + extra.unchanged
+    return {"docs": n, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run_mode(
+    km: Any, queries: Sequence[dict[str, Any]], gold: dict, mode: str, extra: dict, workers: int
+) -> dict[str, Any]:
+    def one(q: dict[str, Any]) -> tuple[dict[str, float], float, list[str]]:
+        text, context = query_text(q)
+        resp = km.query(
+            text,
+            user_id=q["user_id"],
+            agent_id=q["agent_id"],
+            context=context,
+            limit=10,
+            score_threshold=0.0,
+            mode=mode,
+            now=datetime.fromisoformat(q["now"]),
+            **extra,
+        )
+        ids = [h.index for h in resp.memory_events]
+        m = metrics(ids, gold[q["qid"]])
+        # threshold meaning: does the memory the dialogue was written for clear 0.5, and does
+        # anything else?
+        first = next(d for d, r in gold[q["qid"]].items() if r == 2)
+        scores = {h.index: h.score for h in resp.memory_events}
+        m["gold>=0.5"] = float(scores.get(first, 0.0) >= 0.5)
+        m["other>=0.5"] = float(any(s >= 0.5 for d, s in scores.items() if d not in gold[q["qid"]]))
+        return m, resp.additional_info.timings_ms["total"], ids
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        rows = list(pool.map(one, queries))
+    by_style: dict[str, list] = {}
+    for q, r in zip(queries, rows, strict=True):
+        by_style.setdefault(q["style"], []).append(r[0])
+    return {
+        "n": len(rows),
+        **mean_metrics([r[0] for r in rows]),
+        "gold>=0.5": round(sum(r[0]["gold>=0.5"] for r in rows) / len(rows), 3),
+        "other>=0.5": round(sum(r[0]["other>=0.5"] for r in rows) / len(rows), 3),
+        "by_style": {s: {"n": len(v), **mean_metrics(v)} for s, v in sorted(by_style.items())},
+        "latency_ms": percentiles(r[1] for r in rows),
+        "top10": {q["qid"]: r[2] for q, r in zip(queries, rows, strict=True)},
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    km = make_kemem(args.prefix)
+    queries = load_queries(args.split)
+    gold = qrels()
+    extra = json.loads(args.set) if args.set else {}
+    result: dict[str, Any] = {
+        "eval_set": "dialogue",
+        "queries": len(queries),
+        "split": args.split,
+        "overrides": extra,
+        "settings": "limit=10, score_threshold=0, context=earlier turns, now=2025-10-01T12:00",
+    }
+    if not args.reuse:
+        drop_indices(km)
+        result["index"] = index_corpus(km)
+    try:
+        result["modes"] = {}
+        for mode in args.modes or MODES:
+            r = run_mode(km, queries, gold, mode, extra, args.workers)
+            result["modes"][mode] = r
+            print(
+                f"  {mode:10s} {_line(r)} gold>=0.5={r['gold>=0.5']} other>=0.5={r['other>=0.5']}",
+                file=sys.stderr,
+            )
+            for style, sub in r["by_style"].items():
+                print(f"    {style:12s} {_line(sub)}", file=sys.stderr)
+    finally:
+        if not args.keep and not args.reuse:
+            drop_indices(km)
+    result["stamp"] = stamp(km)
+    return result
+
+
+def _line(r: dict[str, Any]) -> str:
+    return " ".join(f"{m}={r[m]:.3f}" for m in METRICS) + f" n={r['n']}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"**dialogue dev set** ({result['queries']} queries, split {result['split']})",
+        "",
+        "| mode | R@1 | R@5 | R@10 | nDCG@10 | MRR | gold ≥ 0.5 | other ≥ 0.5 | p50 ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in result["modes"].items():
+        lines.append(
+            f"| {name} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | {r['recall@10']:.3f} "
+            f"| {r['ndcg@10']:.3f} | {r['mrr']:.3f} | {r['gold>=0.5']:.3f} "
+            f"| {r['other>=0.5']:.3f} | {r['latency_ms'].get('p50', 0):.1f} |"
+        )
+    styles = sorted({s for r in result["modes"].values() for s in r["by_style"]})
+    for style in styles:
+        lines += [
+            "",
+            f"*{style}* queries:",
+            "",
+            "| mode | n | R@5 | nDCG@10 |",
+            "|---|---|---|---|",
+        ]
+        for name, r in result["modes"].items():
+            sub = r["by_style"][style]
+            lines.append(f"| {name} | {sub['n']} | {sub['recall@5']:.3f} | {sub['ndcg@10']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", nargs="*", default=None, choices=list(MODES))
+    p.add_argument("--set", default="", help="JSON of extra query options (QueryParams)")
+    p.add_argument("--split", choices=["all", "a", "b"], default="all")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--prefix", default="bench-q-dialogue")
+    p.add_argument("--reuse", action="store_true", help="indices already there: query only")
+    p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument("--out", type=Path, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli_main(parser, run, markdown, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""Dialogue queries: turns, speaker labels, small talk.
+
+A query arrives as the user's utterance plus ``context`` (the agent's last reply and a few
+earlier turns, one per line, optionally ``speaker：text``). Speaker labels are names, never
+search words; the newest turns matter most.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kemem_es.text.tokenizer import normalize
+
+# "木木：…", "User: …", "assistant: …": a short label without spaces or sentence punctuation.
+_LABEL = re.compile(r"^\s*([^\s:：，。,.!?！？「」\"']{1,16})\s*[:：]\s*(?=\S)")
+
+
+@dataclass(frozen=True)
+class Turn:
+    speaker: str | None
+    text: str
+
+
+def split_label(line: str) -> Turn:
+    """``木木：我胃疼`` → Turn("木木", "我胃疼"); a line without a label keeps speaker None."""
+    m = _LABEL.match(line)
+    if not m:
+        return Turn(None, line.strip())
+    return Turn(m.group(1), line[m.end() :].strip())
+
+
+def context_turns(context: str, max_turns: int) -> list[Turn]:
+    """The newest ``max_turns`` non-empty lines of ``context``, newest first."""
+    if max_turns <= 0 or not context.strip():
+        return []
+    lines = [ln for ln in context.splitlines() if ln.strip()]
+    return [split_label(ln) for ln in reversed(lines[-max_turns:])]
+
+
+def dialogue_window(utterance: str, turns: list[Turn], max_chars: int) -> tuple[str, bool]:
+    """Earlier turns (oldest first) then the utterance, cut **from the start** to at most
+    ``max_chars`` characters at a turn boundary when possible: the newest turns are the ones
+    kept. Returns the text and whether anything was cut."""
+    parts = [utterance.strip()]
+    used = len(parts[0])
+    cut = False
+    for t in turns:  # newest first
+        if used + len(t.text) + 1 > max_chars:
+            cut = True
+            break
+        parts.append(t.text)
+        used += len(t.text) + 1
+    if used > max_chars:  # the utterance alone is too long: keep its end
+        parts = [parts[0][-max_chars:]]
+        cut = True
+    return "\n".join(reversed(parts)), cut
+
+
+def keep_end(text: str, max_chars: int) -> str:
+    """The last ``max_chars`` characters (a question usually ends a long utterance)."""
+    return text if len(text) <= max_chars else text[-max_chars:]
+
+
+# Greetings, acknowledgements and fillers that carry no memory cue on their own.
+_SMALL_TALK_WORDS = """
+你好 您好 你好呀 你好啊 哈喽 嗨 hi hello hey 早 早啊 早上好 中午好 下午好 晚上好 晚安 早安
+在吗 在不在 在么 在嘛 在 在呢 在的
+嗯 嗯嗯 嗯嗯嗯 恩 恩恩 哦 哦哦 噢 喔 啊 呀 嘿 诶 欸 额 呃
+哈 哈哈 哈哈哈 哈哈哈哈 嘿嘿 呵呵 嘻嘻 hhh hhhh 2333 233 lol
+好 好的 好吧 好哒 好滴 好嘞 好呀 好啊 行 行吧 可以 可以的 没问题 ok okay 嗯好 收到
+了解 知道了 明白 明白了 谢谢 谢谢你 多谢 谢啦 thx thanks 不客气 没事 没关系
+对 对的 对啊 是的 是啊 是吗 真的吗 真的 确实 也是 就是 那是
+拜拜 再见 回头见 bye 88 886
+"""
+SMALL_TALK = frozenset(_SMALL_TALK_WORDS.split())
+_FILLER = re.compile(r"[\s\W_]+")
+
+
+def is_small_talk(text: str, extra: Iterable[str] = ()) -> bool:
+    """True when the utterance is only greetings/acknowledgements/laughter (你好, 在吗, 嗯嗯,
+    哈哈, 好的…), punctuation, emoji or nothing: there is no memory to look for. Pure string
+    work, a few microseconds."""
+    norm = normalize(text)
+    pieces = [p for p in _FILLER.split(norm) if p]
+    if not pieces:
+        return True  # empty, punctuation or emoji only
+    words = SMALL_TALK | set(extra)
+    return all(p in words or _repeats_of_small_talk(p, words) for p in pieces)
+
+
+def _repeats_of_small_talk(piece: str, words: frozenset[str] | set[str]) -> bool:
+    """哈哈哈哈哈, 嗯嗯嗯嗯, 好的好的, 你好你好: a small-talk word said several times over."""
+    if len(piece) > 24:
+        return False
+    for size in range(1, min(len(piece), 4) + 1):
+        unit = piece[:size]
+        if unit in words and len(piece) % size == 0 and unit * (len(piece) // size) == piece:
+            return True
+    # two small-talk words glued together: 好的谢谢, 嗯嗯好的
+    return any(piece[:i] in words and piece[i:] in words for i in range(1, len(piece)))

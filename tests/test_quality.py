@@ -1,0 +1,185 @@
+"""Issue 12 behaviours without an engine: sub-words, the latin path, dialogue turns, the
+small-talk pre-filter, keyword coverage and the calibration's bounds."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pydantic import ValidationError
+
+from kemem_es.search import events as ev
+from kemem_es.search.clauses import COVERAGE_FIELDS, EXPANSION_SHARE, SearchWord, coverage_clauses
+from kemem_es.search.params import QueryParams
+from kemem_es.text import default_stopwords, default_tokenizer, pick_base_words
+from kemem_es.text.dialogue import (
+    context_turns,
+    dialogue_window,
+    is_small_talk,
+    keep_end,
+    split_label,
+)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return default_tokenizer()
+
+
+# -- tokenisation for recall -------------------------------------------------------------------
+def test_sub_words_of_long_tokens_are_indexed_after_the_sentence(tok) -> None:
+    assert tok.tokenize("阿杰又想吃火锅了")[-2:] == ["吃火锅", "了"]  # jieba keeps it whole
+    assert tok.subwords("吃火锅") == ["火锅"]
+    assert tok.subwords("北京大学") == ["北京", "大学"]
+    assert tok.subwords("火锅") == [] and tok.subwords("abc") == []
+    text = tok.index_text("阿杰又想吃火锅了")
+    assert text.split()[: len(tok.tokenize("阿杰又想吃火锅了"))] == tok.tokenize("阿杰又想吃火锅了")
+    assert text.endswith(" 火锅")  # after every token: phrases over the sentence still match
+
+
+def test_latin_words_are_lowercased_and_stemmed(tok) -> None:
+    assert tok.tokenize("Running RUNS run") == ["run", "run", "run"]
+    assert tok.tokenize("Ｓｕｍｍａｒｉｅｓ") == tok.tokenize("summaries")
+
+
+def test_english_stop_words_and_contraction_pieces_never_become_base_words() -> None:
+    words = [b.word for b in pick_base_words("I'm going to the gym because it's Monday")]
+    assert not {"i", "m", "s", "to", "the", "becaus", "it"} & set(words)
+    assert "gym" in words and "monday" in words
+    assert {"and", "the", "user", "assistant"} <= default_stopwords()
+
+
+# -- dialogue turns ------------------------------------------------------------------------------
+def test_speaker_labels_are_split_off() -> None:
+    assert split_label("木木：我胃疼").speaker == "木木"
+    assert split_label("assistant: how are you").text == "how are you"
+    assert split_label("没有标签的一句话").speaker is None
+    turns = context_turns("祁煜：今天画室来了新学生\n木木: 是吗\n\n", 4)
+    assert [t.speaker for t in turns] == ["木木", "祁煜"]  # newest first
+    assert context_turns("a：1\nb：2\nc：3", 2)[-1].text == "2"
+
+
+def test_dialogue_window_keeps_the_newest_turns() -> None:
+    turns = context_turns("A：很久以前的一句很长很长的话\nB：昨天的话", 4)
+    text, cut = dialogue_window("现在的话", turns, 12)
+    assert text == "昨天的话\n现在的话" and cut
+    text, cut = dialogue_window("现在的话", turns, 100)
+    assert text.startswith("很久以前") and not cut
+    assert keep_end("前面的噪声，实际上我想问：猫呢", 4) == "问：猫呢"
+
+
+# -- small-talk pre-filter -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text", ["你好", "在吗？", "嗯嗯", "哈哈哈哈哈", "好的", "好的谢谢", "OK!", "😀😀", "", "  "]
+)
+def test_small_talk_is_recognised(text: str) -> None:
+    assert is_small_talk(text)
+
+
+@pytest.mark.parametrize("text", ["胃疼", "我那只狗最近好像胖了", "嗯，我胃疼", "你好，我失眠了"])
+def test_utterances_with_content_are_not_small_talk(text: str) -> None:
+    assert not is_small_talk(text)
+
+
+def test_pre_filter_takes_well_under_a_millisecond() -> None:
+    is_small_talk("哈哈哈哈哈好的")
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        is_small_talk("哈哈哈哈哈好的")
+        is_small_talk("我那只狗最近好像胖了")
+    assert (time.perf_counter() - t0) / 2000 < 1e-4  # < 0.1 ms each
+
+
+# -- keyword coverage ----------------------------------------------------------------------------
+def _best(clause: dict) -> float:
+    return max(q["constant_score"]["boost"] for q in clause["dis_max"]["queries"])
+
+
+def test_coverage_shares_sum_to_one_whatever_the_weights() -> None:
+    for scale in (0.01, 1.0, 100.0):
+        words = [SearchWord("火锅", weight=2 * scale), SearchWord("毛肚", weight=1 * scale)]
+        clauses = coverage_clauses(words)
+        assert sum(_best(c) for c in clauses) == pytest.approx(1.0)
+        assert _best(clauses[0]) == pytest.approx(2 / 3)
+
+
+def test_coverage_counts_each_word_once_on_its_best_field() -> None:
+    (clause,) = coverage_clauses([SearchWord("吃火锅", subwords=("火锅",))])
+    boosts = sorted(q["constant_score"]["boost"] for q in clause["dis_max"]["queries"])
+    assert boosts[-1] == pytest.approx(max(COVERAGE_FIELDS.values()))
+    assert "tie_breaker" not in clause["dis_max"]  # max, not sum, over fields and sub-words
+    # a sub-word match counts less than the word itself
+    sub = [q for q in clause["dis_max"]["queries"] if "terms" in q["constant_score"]["filter"]]
+    assert sub and all(q["constant_score"]["boost"] < 1.0 for q in sub)
+
+
+def test_expansions_are_capped_and_context_words_count() -> None:
+    words = [
+        SearchWord("失眠"),
+        SearchWord("睡不着", level=4, weight=0.5, context=True),
+        *[SearchWord(f"w{i}", level=lv) for i, lv in enumerate([7, 6, 5, 3])],
+    ]
+    clauses = coverage_clauses(words)
+    assert len(clauses) == 3  # two weighted words + one dis_max over expansion levels
+    assert _best(clauses[0]) == pytest.approx(2 / 3) and _best(clauses[1]) == pytest.approx(1 / 3)
+    assert _best(clauses[2]) == pytest.approx(EXPANSION_SHARE)  # the strongest level only
+
+
+def test_one_character_words_cover_only_keyword_fields() -> None:
+    (clause,) = coverage_clauses([SearchWord("猫", single_char=True)])
+    fields = {
+        f
+        for q in clause["dis_max"]["queries"]
+        for spec in q["constant_score"]["filter"].values()
+        for f in spec
+    }
+    assert fields == {"keywords", "keywords_tok"}
+
+
+# -- calibration bounds --------------------------------------------------------------------------
+def test_vector_calibration_maps_floor_to_zero_and_ceiling_to_one() -> None:
+    p = QueryParams(agent_id="a", user_id="u")
+    w = {"vec": 1.0}
+    _, span = ev.vec_scale(p)
+    offset = ev.vec_offset(p, w)
+
+    def score(cos: float) -> float:  # what the engine's raw sum becomes for a vector-only mode
+        return ev.calibrated((1 + cos) / 2 / span, offset)
+
+    assert score(p.vec_floor) == pytest.approx(0.0, abs=1e-9)
+    assert score(p.vec_ceil) == pytest.approx(1.0)
+    assert score((p.vec_floor + p.vec_ceil) / 2) == pytest.approx(0.5)
+    assert score(-1.0) == 0.0 and score(1.0) == 1.0  # always within [0, 1]
+
+
+def test_default_weights_keep_time_and_strength_as_tie_breakers() -> None:
+    w = QueryParams(agent_id="a", user_id="u").weights
+    assert w.time + w.strength <= 0.05 < min(w.kw, w.vec)
+    with pytest.raises(ValidationError, match="vec_ceil"):
+        QueryParams(agent_id="a", user_id="u", vec_floor=0.8, vec_ceil=0.7)
+
+
+def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
+    import numpy as np
+
+    from kemem_es.search.searcher import Searcher
+
+    table = {"火锅": [1.0, 0.0], "狗肉": [0.0, 1.0], "麻辣烫": [0.8, 0.6]}
+
+    class Emb:
+        def embed(self, words):
+            return np.array([table[w] for w in words], dtype=np.float32)
+
+    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    params = QueryParams(agent_id="a", user_id="u", expand_min_cos=0.7)
+    got = s.prune_expansions([("火锅", 7), ("狗肉", 7), ("麻辣烫", 5)], [1.0, 0.0], params)
+    assert got == [("火锅", 7), ("麻辣烫", 5)]
+    off = QueryParams(agent_id="a", user_id="u")  # off by default
+    assert s.prune_expansions([("狗肉", 7)], [1.0, 0.0], off) == [("狗肉", 7)]
+
+
+def test_english_chat_turns_keep_their_topic_words() -> None:
+    text = "user: When did Caroline go to the LGBTQ support group? assistant: I think she went"
+    words = [b.word for b in pick_base_words(text)]
+    assert words[:4] == ["carolin", "lgbtq", "support", "group"]
+    assert not {"user", "assistant", "go", "went", "think"} & set(words)
