@@ -10,7 +10,7 @@ from kemem_es.config import get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
 from kemem_es.errors import EngineSetupError, EngineUnavailable
-from kemem_es.store.layout import DATABASES, KINDS, index_alias
+from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias, users_alias
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
 
@@ -123,11 +123,11 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
         if jvm:
             console.print(jvm, highlight=False, soft_wrap=True)
         table = Table("index (alias)", "docs")
-        for db in DATABASES:
-            for kind in KINDS:
-                alias = index_alias(settings.index_prefix, db, kind)
-                docs = engine.count(alias) if engine.index_exists(alias) else None
-                table.add_row(alias, "-" if docs is None else str(docs))
+        prefix = settings.index_prefix
+        aliases = [index_alias(prefix, db, kind) for db in DATABASES for kind in KINDS]
+        for alias in [*aliases, history_alias(prefix), users_alias(prefix)]:
+            docs = engine.count(alias) if engine.index_exists(alias) else None
+            table.add_row(alias, "-" if docs is None else str(docs))
         console.print(table)
 
 

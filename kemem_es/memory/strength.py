@@ -112,8 +112,9 @@ class Reinforcer:
         self._ensure_thread()
 
     # -- flush ----------------------------------------------------------------------------
-    def flush(self) -> int:
-        """Write everything queued so far; returns how many memories were updated."""
+    def flush(self, final: bool = False) -> int:
+        """Write everything queued so far; returns how many memories were updated. A failed
+        flush is queued again (``final``: at shutdown, it is reported as lost instead)."""
         with self._flush_lock:
             with self._lock:
                 recalls, self._recalls = self._recalls, {}
@@ -136,8 +137,15 @@ class Reinforcer:
             try:
                 resp = self.engine.bulk(lines)
             except CLIENT_ERRORS as exc:
-                self._requeue(recalls, active)
                 self.failed_flushes += 1
+                if final:
+                    log.warning(
+                        "reinforcement of %d memories not written at shutdown (%s)",
+                        len(recalls),
+                        type(exc).__name__,
+                    )
+                    return 0
+                self._requeue(recalls, active)
                 log.warning("reinforcement flush failed (%s); will retry", type(exc).__name__)
                 return 0
             done = 0
@@ -179,7 +187,7 @@ class Reinforcer:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            self.flush()
+            self.flush(final=True)
         except Exception:  # pragma: no cover - shutdown: never raise from atexit
             log.warning("final reinforcement flush failed")
 
