@@ -28,12 +28,8 @@ log = logging.getLogger("kemem_es.server")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """413 for a body over ``max_bytes`` (by Content-Length, or counted as it streams in)."""
+    """413 for a body over ``max_bytes`` (by Content-Length, or counted when chunked)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -62,28 +58,28 @@ class BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await self._reject(send)
             return
-        seen = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal seen
+        if length is not None:  # the HTTP server holds the body to its Content-Length
+            await self.app(scope, receive, send)
+            return
+        # Chunked: read it all (at most max_bytes), then hand it on.
+        chunks, seen, more = [], 0, True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, watched)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
                 await self._reject(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
 
 
 def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> FastAPI:

@@ -1,0 +1,73 @@
+"""`kemem-es serve`: the HTTP server (needs the ``[server]`` extra)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+import typer
+
+from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, err_console, guarded
+from kemem_es.config import get_settings
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+    port: int = typer.Option(8765, "--port", help="port to bind (0: any free one)"),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="allow a non-loopback address without API keys"
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error"),
+) -> None:
+    """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
+
+    API keys: KEMEM_SERVER_API_KEYS='{"key": ["agent_a"], "admin": ["*"]}'."""
+    try:
+        import uvicorn
+
+        from kemem_es.server.app import create_app
+    except ImportError as exc:
+        err_console.print(
+            f"[red]error:[/red] the server needs its extra: pip install 'kemem-es[server]' ({exc})",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_ERROR) from None
+    with guarded():
+        settings = get_settings()
+    if not settings.server_api_keys and not is_loopback(host) and not insecure:
+        err_console.print(
+            f"[red]error:[/red] refusing to serve on {host} without API keys: set "
+            "KEMEM_SERVER_API_KEYS, bind 127.0.0.1, or pass --insecure",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_INVALID)
+    level = getattr(logging, log_level.upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("jieba", "opensearchpy.trace", "elasticsearch.trace"):  # bodies: user text
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    from kemem_es.kemem import Kemem
+
+    km = Kemem(settings)
+    with guarded():  # a missing model fails now, not on every request
+        km.embedder  # noqa: B018
+        km.tokenizer  # noqa: B018
+    if not settings.server_api_keys:
+        logging.getLogger("kemem_es.server").warning("no API keys configured: open access")
+    app = create_app(km, settings)
+    # Our own request log replaces uvicorn's access log (which would print query strings).
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+    km.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
