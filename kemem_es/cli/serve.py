@@ -53,7 +53,11 @@ def serve(
         raise typer.Exit(EXIT_INVALID)
     level = getattr(logging, log_level.upper(), logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("jieba", "opensearchpy.trace", "elasticsearch.trace"):  # bodies: user text
+    import jieba  # noqa: F401  (it sets its own logger to DEBUG on import)
+
+    # One line per request is ours; the clients' per-call lines (and trace bodies: user text)
+    # and jieba's start-up chatter stay below INFO.
+    for noisy in ("jieba", "opensearch", "opensearchpy.trace", "elastic_transport"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     from kemem_es.kemem import Kemem
 
@@ -61,8 +65,14 @@ def serve(
     with guarded():  # a missing model fails now, not on every request
         km.embedder  # noqa: B018
         km.tokenizer  # noqa: B018
+    log = logging.getLogger("kemem_es.server")
+    try:  # searcher and reinforcer now, once, rather than raced for by the first requests
+        km.searcher  # noqa: B018
+        km.reinforcer  # noqa: B018
+    except Exception as exc:  # the engine may come later: /query degrades until it does
+        log.warning("engine not ready at start: %s", " ".join(str(exc).split())[:200])
     if not settings.server_api_keys:
-        logging.getLogger("kemem_es.server").warning("no API keys configured: open access")
+        log.warning("no API keys configured: open access")
     app = create_app(km, settings)
     # Our own request log replaces uvicorn's access log (which would print query strings).
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)

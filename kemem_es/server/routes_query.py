@@ -48,7 +48,9 @@ def _run(request: Request, body: QueryRequest, access: Access) -> tuple[QueryRes
             raise
         reason = str(exc)
         request.app.state.metrics.degraded()
-        log.warning("query degraded: engine unavailable (request %s)", request.state.request_id)
+        rid = request.state.request_id  # the reason goes to the caller, not the log: an
+        # engine's error text may quote the query
+        log.warning("query degraded: engine or indices unavailable (request %s)", rid)
         info = AdditionalInfo(
             timings_ms={}, query=body.query, tokens=[], base_words=[], expanded_words=[],
             mode=body.mode,
