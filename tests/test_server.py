@@ -284,9 +284,13 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
 
 
 # -- degradation --------------------------------------------------------------------------
-@pytest.mark.engine
-def test_query_degrades_when_the_engine_is_down(engine_settings) -> None:
-    down = Kemem(engine_settings.model_copy(update={"es_url": "http://127.0.0.1:9"}))
+def unreachable() -> Kemem:
+    """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
+    return Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+
+
+def test_query_degrades_when_the_engine_is_down() -> None:
+    down = unreachable()
     c = client(down)
     r = c.post("/query", json={"query": "豆包最近怎么样", **A})
     assert r.status_code == 200, r.text
@@ -392,3 +396,31 @@ def test_serve_refuses_a_public_address_without_keys() -> None:
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "refusing to serve on 0.0.0.0 without API keys" in proc.stderr
+
+
+def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
+    km = unreachable()
+    c = client(km)
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    err = error_of(c.post("/query", content=chunks()), 413)
+    assert err["code"] == "too_large"
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise RuntimeError("secret internals")
+
+    km.get = boom  # type: ignore[method-assign]
+    r = c.get("/v1/memories/x", params=A)
+    err = error_of(r, 500)
+    assert "secret" not in r.text and r.headers["X-Request-ID"] in err["message"]
+
+
+def test_loopback_check() -> None:
+    from kemem_es.cli.serve import is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5")
+    assert not is_loopback("example.com")
