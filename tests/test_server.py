@@ -164,6 +164,10 @@ def test_query_returns_the_v23_contract(seeded: Kemem) -> None:
     more = {**body, "context": "我们在聊狗", "now": "2025-06-01T10:00:00", "mode": "bm25"}
     r = c.post("/query", json={**more, "exclude_ids": [first], "filters": {"place": "家"}})
     assert r.status_code == 200 and r.json()["memory_events"] == []
+    stages = out["additional_info"]["检索耗时"]
+    metrics = c.get("/metrics").text
+    for stage in stages:
+        assert f'kemem_query_stage_seconds_count{{stage="{stage}"}}' in metrics
 
 
 @pytest.mark.engine
@@ -307,7 +311,11 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
     r = c.get(f"/v1/memories/{b_id}", params=B, headers=bearer("key-b"))
     assert r.status_code == 200 and r.json()["text"] == b_text
     assert c.get("/v1/memories", params=B, headers=bearer("key-root")).status_code == 200
-    assert c.get("/metrics", headers=ka).status_code == 200
+    metrics = c.get("/metrics", headers=ka)
+    assert metrics.status_code == 200
+    assert 'kemem_http_requests_total{method="GET",route="/v1/memories",status="403"}' in (
+        metrics.text
+    )
 
 
 # -- degradation --------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Prometheus metrics (when prometheus_client is installed): requests by route and status,
-latency, degraded answers. One registry per app, so several apps in one process don't clash."""
+latency, /query's per-stage times, degraded answers. One registry per app, so several apps in
+one process don't clash."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
             registry=self.registry,
         )
+        self._stages = prom.Histogram(
+            "kemem_query_stage_seconds",
+            "/query time per stage (additional_info's 检索耗时)",
+            ["stage"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+            registry=self.registry,
+        )
         self._degraded = prom.Counter(
             "kemem_degraded_answers",
             "/query answers given empty because the engine was unavailable",
@@ -42,6 +50,11 @@ class Metrics:
         if self.enabled:
             self._requests.labels(route, method, str(status)).inc()
             self._latency.labels(route).observe(seconds)
+
+    def stages(self, timings_ms: dict[str, float]) -> None:
+        if self.enabled:
+            for stage, ms in timings_ms.items():
+                self._stages.labels(stage).observe(ms / 1000)
 
     def degraded(self) -> None:
         if self.enabled:

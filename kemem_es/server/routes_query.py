@@ -56,6 +56,7 @@ def _run(request: Request, body: QueryRequest, access: Access) -> tuple[QueryRes
             mode=body.mode,
         )  # fmt: skip
         return QueryResponse(additional_info=info), reason
+    request.app.state.metrics.stages(resp.additional_info.timings_ms)
     return resp, None
 
 
