@@ -453,6 +453,16 @@ def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
     assert "secret" not in r.text and r.headers["X-Request-ID"] in err["message"]
 
 
+def test_serve_refuses_bad_keys_setting() -> None:
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve"]
+    for bad in ("not-json", '{"s3cret-key": "agent_a"}'):
+        env = {**_env(), "KEMEM_SERVER_API_KEYS": bad}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert "KEMEM_SERVER_API_KEYS must be a JSON object" in proc.stderr
+        assert "s3cret" not in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_loopback_check() -> None:
     from kemem_es.cli.serve import is_loopback
 

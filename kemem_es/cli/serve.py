@@ -10,6 +10,8 @@ import typer
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, err_console, guarded
 from kemem_es.config import get_settings
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
 
 def is_loopback(host: str) -> bool:
     if host == "localhost":
@@ -41,8 +43,17 @@ def serve(
             highlight=False,
         )
         raise typer.Exit(EXIT_ERROR) from None
-    with guarded():
+    if log_level.lower() not in LOG_LEVELS:
+        err_console.print(f"[red]error:[/red] --log-level: one of {', '.join(LOG_LEVELS)}")
+        raise typer.Exit(EXIT_INVALID)
+    try:
         settings = get_settings()
+    except ValueError as exc:  # e.g. KEMEM_SERVER_API_KEYS that is not a JSON object of lists
+        detail = " ".join(str(exc).split())[:300]
+        if "server_api_keys" in detail:  # pydantic would quote the key itself
+            detail = 'KEMEM_SERVER_API_KEYS must be a JSON object {"key": ["agent_id", ...]}'
+        err_console.print(f"[red]error:[/red] settings: {detail}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
     if not settings.server_api_keys and not is_loopback(host) and not insecure:
         err_console.print(
             f"[red]error:[/red] refusing to serve on {host} without API keys: set "
