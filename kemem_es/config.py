@@ -87,6 +87,19 @@ class Settings(BaseSettings):
         default=None, description="the extraction prompt; default: the shipped Chinese prompt"
     )
 
+    # HTTP server (kemem-es serve).
+    server_api_keys: dict[str, list[str]] | None = Field(
+        default=None,
+        repr=False,
+        description='API key → agent ids it may serve ("*": all), as JSON; unset: no auth',
+    )
+    server_degrade: bool = Field(
+        default=True, description="/query answers empty (degraded) when the engine is down"
+    )
+    server_max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, description="largest request body (413 above)"
+    )
+
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         self.home = self.home.expanduser()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from kemem_es.cli import data, engine, memory, query, text
+from kemem_es.cli import data, engine, memory, query, serve, text
 
 app = typer.Typer(
     name="kemem-es",
@@ -14,7 +14,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (engine, data, memory, query, text):
+for module in (engine, data, memory, query, text, serve):
     module.register(app)
 
 

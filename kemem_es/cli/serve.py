@@ -1,0 +1,94 @@
+"""`kemem-es serve`: the HTTP server (needs the ``[server]`` extra)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+import typer
+
+from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, err_console, guarded
+from kemem_es.config import get_settings
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind"),
+    port: int = typer.Option(8765, "--port", help="port to bind (0: any free one)"),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="allow a non-loopback address without API keys"
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error"),
+) -> None:
+    """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
+
+    API keys: KEMEM_SERVER_API_KEYS='{"key": ["agent_a"], "admin": ["*"]}'."""
+    try:
+        import uvicorn
+
+        from kemem_es.server.app import create_app
+    except ImportError as exc:
+        err_console.print(
+            f"[red]error:[/red] the server needs its extra: pip install 'kemem-es[server]' ({exc})",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_ERROR) from None
+    if log_level.lower() not in LOG_LEVELS:
+        err_console.print(f"[red]error:[/red] --log-level: one of {', '.join(LOG_LEVELS)}")
+        raise typer.Exit(EXIT_INVALID)
+    try:
+        settings = get_settings()
+    except ValueError as exc:  # e.g. KEMEM_SERVER_API_KEYS that is not a JSON object of lists
+        detail = " ".join(str(exc).split())[:300]
+        if "server_api_keys" in detail:  # pydantic would quote the key itself
+            detail = 'KEMEM_SERVER_API_KEYS must be a JSON object {"key": ["agent_id", ...]}'
+        err_console.print(f"[red]error:[/red] settings: {detail}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    if not settings.server_api_keys and not is_loopback(host) and not insecure:
+        err_console.print(
+            f"[red]error:[/red] refusing to serve on {host} without API keys: set "
+            "KEMEM_SERVER_API_KEYS, bind 127.0.0.1, or pass --insecure",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_INVALID)
+    level = getattr(logging, log_level.upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    import jieba  # noqa: F401  (it sets its own logger to DEBUG on import)
+
+    # One line per request is ours; the clients' per-call lines (and trace bodies: user text)
+    # and jieba's start-up chatter stay below INFO.
+    for noisy in ("jieba", "opensearch", "opensearchpy.trace", "elastic_transport"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    from kemem_es.kemem import Kemem
+
+    km = Kemem(settings)
+    with guarded():  # a missing model fails now, not on every request
+        km.embedder  # noqa: B018
+        km.tokenizer  # noqa: B018
+    log = logging.getLogger("kemem_es.server")
+    try:  # searcher and reinforcer now, once, rather than raced for by the first requests
+        km.searcher  # noqa: B018
+        km.reinforcer  # noqa: B018
+    except Exception as exc:  # the engine may come later: /query degrades until it does
+        log.warning("engine not ready at start: %s", " ".join(str(exc).split())[:200])
+    if not settings.server_api_keys:
+        log.warning("no API keys configured: open access")
+    app = create_app(km, settings)
+    # Our own request log replaces uvicorn's access log (which would print query strings).
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+    km.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

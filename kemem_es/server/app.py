@@ -1,0 +1,167 @@
+"""The app factory. Endpoints are plain ``def``: FastAPI runs them in its thread pool on the
+synchronous :class:`Kemem` (an async core is future work)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kemem_es.config import Settings
+from kemem_es.kemem import Kemem
+from kemem_es.server import routes_memories, routes_query
+from kemem_es.server.auth import Access, KeyRing, authenticate
+from kemem_es.server.errors import error_body, error_response, install_handlers
+from kemem_es.server.metrics import Metrics
+from kemem_es.store.layout import all_aliases
+
+log = logging.getLogger("kemem_es.server")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class BodyLimit:
+    """413 for a body over ``max_bytes`` (by Content-Length, or counted when chunked)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def _reject(self, send: Send) -> None:
+        body = JSONResponse(
+            error_body("too_large", f"request body over {self.max_bytes} bytes"), 413
+        ).body
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            await self._reject(send)
+            return
+        if length is not None:  # the HTTP server holds the body to its Content-Length
+            await self.app(scope, receive, send)
+            return
+        # Chunked: read it all (at most max_bytes), then hand it on.
+        chunks, seen, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                await self._reject(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+
+def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> FastAPI:
+    """The server over ``kemem`` (built from ``settings`` / KEMEM_* when not given). The
+    server's own settings (keys, degrade, body limit) come from ``settings``, else the Kemem's."""
+    own = kemem is None
+    km = kemem if kemem is not None else Kemem(settings)
+    cfg = settings or km.settings
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if own:
+            km.close()
+
+    app = FastAPI(
+        title="kemem-es",
+        summary="Long-term memory for Chinese companion chat: recall (/query) and the Memory API",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.kemem = km
+    app.state.settings = cfg
+    app.state.keyring = KeyRing(cfg.server_api_keys)
+    app.state.metrics = Metrics()
+    install_handlers(app)
+    # Inside the request log: a 413 is logged and carries a request id like any answer.
+    app.add_middleware(BodyLimit, max_bytes=cfg.server_max_body_bytes)
+
+    @app.middleware("http")
+    async def request_log(request: Request, call_next: Any) -> Response:
+        given = request.headers.get("x-request-id", "")
+        rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+        request.state.request_id = rid
+        start = time.perf_counter()
+        try:
+            response = await call_next(request)
+        except Exception:  # no traceback to the caller; the log has it (at ERROR, with the id)
+            log.exception("unhandled error (request %s)", rid)
+            response = error_response(500, "internal", f"internal error (request id {rid})")
+        elapsed = time.perf_counter() - start
+        route = request.scope.get("route")
+        template = getattr(route, "path", None) or "(unmatched)"
+        response.headers["X-Request-ID"] = rid
+        app.state.metrics.request(template, request.method, response.status_code, elapsed)
+        log.info(
+            "request method=%s path=%s status=%d ms=%.1f request_id=%s",
+            request.method,
+            template,
+            response.status_code,
+            elapsed * 1000,
+            rid,
+        )
+        return response
+
+    @app.get("/healthz", tags=["ops"], summary="The process is up (no auth, no engine call)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
+    def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
+        try:
+            engine = km.engine
+            aliases = all_aliases(km.settings.index_prefix)
+            missing = [a for a in aliases if not engine.index_exists(a)]
+        except Exception as exc:  # any failure to reach the engine is "not ready"
+            reason = str(exc).split("\n")[0][:300] or type(exc).__name__
+            return JSONResponse({"status": "unavailable", "reason": reason}, 503)
+        if missing:
+            reason = f"indices missing: {', '.join(missing)} (run `kemem-es init`)"
+            return JSONResponse({"status": "unavailable", "reason": reason}, 503)
+        ready = {"status": "ready", "engine": engine.dialect, "version": engine.version}
+        return JSONResponse(ready)
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=False)
+    def metrics(request: Request, _: Access = Depends(authenticate)) -> Response:
+        m: Metrics = app.state.metrics
+        if not m.enabled:
+            return error_response(404, "not_found", "metrics need prometheus_client installed")
+        data, ctype = m.render()
+        return Response(data, media_type=ctype)
+
+    app.include_router(routes_query.router)
+    app.include_router(routes_memories.router)
+    return app

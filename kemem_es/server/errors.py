@@ -1,0 +1,107 @@
+"""Every error leaves the server as ``{"error": {"code", "message", "field"?}}``; never a
+traceback. Kemem's error tree maps onto status codes here, once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
+from kemem_es.errors import (
+    EngineUnavailable,
+    ExtractionError,
+    InvalidInput,
+    KememError,
+    MappingConflict,
+    NotFound,
+)
+
+log = logging.getLogger("kemem_es.server")
+
+
+class ApiError(Exception):
+    """An error the server itself raises (auth, confirmation, limits)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+        self.extra = extra or {}
+
+
+def error_body(code: str, message: str, field: str | None = None, **extra: Any) -> dict:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        err["field"] = field
+    err.update(extra)
+    return {"error": err}
+
+
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, **extra: Any
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message, field, **extra), status_code=status)
+
+
+def _field_of(loc: tuple | list) -> str:
+    """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``."""
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "(body)"
+
+
+def kemem_error_response(exc: KememError) -> JSONResponse:
+    if isinstance(exc, InvalidInput):
+        extra = {"problems": exc.problems[:20]} if len(exc.problems) > 1 else {}
+        return error_response(422, "invalid_input", str(exc), exc.field, **extra)
+    if isinstance(exc, NotFound):
+        return error_response(404, "not_found", str(exc))
+    if isinstance(exc, EngineUnavailable):
+        return error_response(503, "engine_unavailable", str(exc))
+    if isinstance(exc, ExtractionError):
+        return error_response(502, "extraction_failed", str(exc))
+    if isinstance(exc, MappingConflict):
+        return error_response(409, "mapping_conflict", str(exc))
+    return error_response(500, "kemem_error", str(exc))
+
+
+def install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {"loc": (), "msg": "invalid request", "type": ""}
+        field = _field_of(first.get("loc", ()))
+        msg = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
+        problems = [f"{_field_of(e.get('loc', ()))}: {e.get('msg')}" for e in errs[:20]]
+        return error_response(422, "invalid_input", f"{field}: {msg}", field, problems=problems)
+
+    @app.exception_handler(KememError)
+    async def _kemem(_: Request, exc: KememError) -> JSONResponse:
+        return kemem_error_response(exc)
+
+    @app.exception_handler(ApiError)
+    async def _api(_: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, exc.field, **exc.extra)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: still a 503
+
+        @app.exception_handler(cls)
+        async def _client(_: Request, exc: Exception) -> JSONResponse:
+            return error_response(
+                503, "engine_unavailable", f"search engine: {describe_client_error(exc)}"
+            )

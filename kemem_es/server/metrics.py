@@ -1,0 +1,64 @@
+"""Prometheus metrics (when prometheus_client is installed): requests by route and status,
+latency, /query's per-stage times, degraded answers. One registry per app, so several apps in
+one process don't clash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Metrics:
+    def __init__(self) -> None:
+        try:
+            import prometheus_client as prom
+        except ImportError:  # the [server] extra brings it; without it /metrics is a 404
+            self.registry: Any = None
+            return
+        self._prom = prom
+        self.registry = prom.CollectorRegistry()
+        self._requests = prom.Counter(
+            "kemem_http_requests",
+            "HTTP requests by route template, method and status",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self._latency = prom.Histogram(
+            "kemem_http_request_seconds",
+            "HTTP request latency by route template",
+            ["route"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self._stages = prom.Histogram(
+            "kemem_query_stage_seconds",
+            "/query time per stage (additional_info's 检索耗时)",
+            ["stage"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5),
+            registry=self.registry,
+        )
+        self._degraded = prom.Counter(
+            "kemem_degraded_answers",
+            "/query answers given empty because the engine was unavailable",
+            registry=self.registry,
+        )
+
+    @property
+    def enabled(self) -> bool:
+        return self.registry is not None
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        if self.enabled:
+            self._requests.labels(route, method, str(status)).inc()
+            self._latency.labels(route).observe(seconds)
+
+    def stages(self, timings_ms: dict[str, float]) -> None:
+        if self.enabled:
+            for stage, ms in timings_ms.items():
+                self._stages.labels(stage).observe(ms / 1000)
+
+    def degraded(self) -> None:
+        if self.enabled:
+            self._degraded.inc()
+
+    def render(self) -> tuple[bytes, str]:
+        return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST

@@ -1,0 +1,246 @@
+"""``/v1/memories``: the Memory API over HTTP.
+
+Scope: in the JSON body for ``POST /v1/memories`` (add), as query parameters (``user_id``,
+``agent_id``, ``db``) everywhere else. An omitted ``agent_id`` is the configured default agent.
+``filters`` on ``GET``/``DELETE /v1/memories`` is the Memory API's filter object as a JSON string.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.kemem import Kemem
+from kemem_es.server.auth import Access, authenticate
+from kemem_es.server.errors import ApiError
+
+router = APIRouter(prefix="/v1/memories", tags=["memories"])
+
+MAX_LIST = 1000
+
+UserId = Query(None, description="the user (required for the user database)")
+AgentId = Query(None, description="the agent (default: KEMEM_DEFAULT_AGENT_ID)")
+Db = Query("user", description="user or official")
+KindQ = Query(None, description="events or entities (default: both / look in both)")
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: str
+    content: str
+
+
+class AddRequest(BaseModel):
+    """Exactly one of ``text``, ``messages`` or ``record``, plus the scope."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str | None = None
+    messages: list[Message] | None = None
+    record: dict[str, Any] | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    db: Literal["user", "official"] = "user"
+    kind: Literal["events", "entities"] = "events"
+    session_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    infer: bool | Literal["background"] = False
+    refresh: bool = False
+    dedup: bool = True
+    user_name: str | None = None
+    agent_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> AddRequest:
+        given = [n for n in ("text", "messages", "record") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of text, messages or record")
+        return self
+
+
+class AddResponse(BaseModel):
+    results: list[AddResult]
+
+
+class DeleteAllResponse(BaseModel):
+    deleted: int
+
+
+class HistoryResponse(BaseModel):
+    results: list[HistoryEntry]
+
+
+def _km(request: Request) -> Kemem:
+    return request.app.state.kemem
+
+
+def _agent(request: Request, access: Access, agent_id: str | None) -> str:
+    """The call's agent (the default when omitted), checked against the key."""
+    agent = agent_id if agent_id is not None else _km(request).settings.default_agent_id
+    access.check(agent)
+    return agent
+
+
+def _filters(raw: str | None) -> dict[str, Any] | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_input", "filters: not valid JSON", field="filters") from None
+    if not isinstance(value, dict):
+        raise ApiError(422, "invalid_input", "filters: must be a JSON object", field="filters")
+    return value
+
+
+@router.post("", summary="Add a memory (text, chat messages or a record)")
+def add(body: AddRequest, request: Request, access: Access = Depends(authenticate)) -> AddResponse:
+    agent = _agent(request, access, body.agent_id)
+    data: Any = body.text
+    if body.messages is not None:
+        data = [m.model_dump() for m in body.messages]
+    elif body.record is not None:
+        data = body.record
+    results = _km(request).add(
+        data,
+        user_id=body.user_id,
+        agent_id=agent,
+        session_id=body.session_id,
+        metadata=body.metadata,
+        kind=body.kind,
+        db=body.db,
+        infer=body.infer,
+        refresh=body.refresh,
+        dedup=body.dedup,
+        user_name=body.user_name,
+        agent_name=body.agent_name,
+    )
+    return AddResponse(results=results)
+
+
+@router.get("", summary="List a scope's memories, newest first (paged)")
+def list_memories(
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    kind: Literal["events", "entities"] | None = KindQ,
+    filters: str | None = Query(None, description='JSON filter object, e.g. {"place": "家"}'),
+    limit: int = Query(100, ge=1, le=MAX_LIST),
+    cursor: str | None = Query(None, description="next_cursor of the previous page"),
+    access: Access = Depends(authenticate),
+) -> MemoryPage:
+    agent = _agent(request, access, agent_id)
+    return _km(request).get_all(
+        user_id=user_id,
+        agent_id=agent,
+        db=db,
+        filters=_filters(filters),
+        kind=kind,
+        limit=limit,
+        cursor=cursor,
+    )
+
+
+@router.delete("", summary="Delete every memory of a scope (needs confirm=true)")
+def delete_all(
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    kind: Literal["events", "entities"] | None = KindQ,
+    filters: str | None = Query(None, description="JSON filter object"),
+    forget: bool = Query(False, description="also strip this scope's history of its texts"),
+    confirm: bool = Query(False, description="true: really delete (else 400 with the count)"),
+    access: Access = Depends(authenticate),
+) -> DeleteAllResponse:
+    agent = _agent(request, access, agent_id)
+    km, flt = _km(request), _filters(filters)
+    confirmed = confirm or request.headers.get("x-confirm-delete", "").lower() == "true"
+    if not confirmed:
+        n = km.count(user_id=user_id, agent_id=agent, db=db, filters=flt, kind=kind)
+        raise ApiError(
+            400,
+            "confirmation_required",
+            f"this would delete {n} memories; repeat with confirm=true "
+            "(or the header X-Confirm-Delete: true)",
+            field="confirm",
+            extra={"would_delete": n},
+        )
+    n = km.delete_all(user_id=user_id, agent_id=agent, db=db, filters=flt, kind=kind, forget=forget)
+    return DeleteAllResponse(deleted=n)
+
+
+@router.get("/{memory_id}", summary="One memory by id")
+def get_memory(
+    memory_id: str,
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    kind: Literal["events", "entities"] | None = KindQ,
+    access: Access = Depends(authenticate),
+) -> Memory:
+    agent = _agent(request, access, agent_id)
+    return _km(request).get(memory_id, user_id=user_id, agent_id=agent, db=db, kind=kind)
+
+
+@router.patch("/{memory_id}", summary="Change some fields of a memory (partial update)")
+def update_memory(
+    memory_id: str,
+    request: Request,
+    changes: dict[str, Any] = Body(
+        ...,
+        description='the fields to change, e.g. {"description": "…", "place": "家"} '
+        '("text" is the description)',
+    ),
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    kind: Literal["events", "entities"] | None = KindQ,
+    refresh: bool = Query(False),
+    access: Access = Depends(authenticate),
+) -> AddResult:
+    agent = _agent(request, access, agent_id)
+    if "text" in changes:
+        if "description" in changes:
+            raise ApiError(422, "invalid_input", "text: give text or description", field="text")
+        changes = {("description" if k == "text" else k): v for k, v in changes.items()}
+    return _km(request).update(
+        memory_id, changes, user_id=user_id, agent_id=agent, db=db, kind=kind, refresh=refresh
+    )
+
+
+@router.delete("/{memory_id}", summary="Delete one memory (recorded in its history)")
+def delete_memory(
+    memory_id: str,
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    kind: Literal["events", "entities"] | None = KindQ,
+    refresh: bool = Query(False),
+    access: Access = Depends(authenticate),
+) -> Memory:
+    agent = _agent(request, access, agent_id)
+    return _km(request).delete(
+        memory_id, user_id=user_id, agent_id=agent, db=db, kind=kind, refresh=refresh
+    )
+
+
+@router.get("/{memory_id}/history", summary="Every recorded change of a memory, oldest first")
+def history(
+    memory_id: str,
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    access: Access = Depends(authenticate),
+) -> HistoryResponse:
+    agent = _agent(request, access, agent_id)
+    entries = _km(request).history(memory_id, user_id=user_id, agent_id=agent, db=db)
+    return HistoryResponse(results=entries)

@@ -1,0 +1,471 @@
+"""The HTTP server, in process (httpx over the ASGI transport) against the real engine, plus one
+real `kemem-es serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from kemem_es import Kemem  # noqa: E402
+from kemem_es.server import create_app  # noqa: E402
+
+A = {"agent_id": "agent_a", "user_id": "u1"}
+B = {"agent_id": "agent_b", "user_id": "u1"}
+KEYS = {"key-a": ["agent_a"], "key-b": ["agent_b"], "key-root": ["*"]}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+ENTITY = {
+    "entity_name": "豆包",
+    "entity_type": "具体实体",
+    "kind": "特殊实体属性",
+    "keyword": "豆包",
+    "description": "豆包是木木养的柯基",
+    "updatetime": "2025-03-01 09:00:00",
+}
+
+
+class Client:
+    """Synchronous calls into the app through ``httpx.ASGITransport`` (one event loop each; the
+    endpoints run in the thread pool as under uvicorn)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        async def call() -> Any:
+            transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+                return await c.request(method, url, **kwargs)
+
+        return asyncio.run(call())
+
+    def get(self, url: str, **kwargs: Any) -> Any:
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> Any:
+        return self.request("POST", url, **kwargs)
+
+    def patch(self, url: str, **kwargs: Any) -> Any:
+        return self.request("PATCH", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: Any) -> Any:
+        return self.request("DELETE", url, **kwargs)
+
+
+def client(km: Kemem, **server: Any) -> Client:
+    settings = km.settings.model_copy(update=server) if server else None
+    return Client(create_app(km, settings))
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def error_of(r: Any, status: int) -> dict:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"} and {"code", "message"} <= set(body["error"])
+    assert "Traceback" not in r.text
+    return body["error"]
+
+
+@pytest.fixture()
+def seeded(kemem: Kemem) -> Kemem:
+    """Two agents' memories of the same user id: one event each, and one entity for A."""
+    kemem.init()
+    kemem.add("木木养了一只叫豆包的柯基，每天早上带它去公园散步", **A, refresh=True)
+    kemem.add(ENTITY, **A, kind="entities", refresh=True)
+    kemem.add("小满周末要去杭州西湖划船", **B, refresh=True)
+    return kemem
+
+
+# -- ops ----------------------------------------------------------------------------------
+@pytest.mark.engine
+def test_health_ready_and_request_id(kemem: Kemem) -> None:
+    c = client(kemem)
+    r = c.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.headers["X-Request-ID"]
+    assert c.get("/healthz", headers={"X-Request-ID": "abc-123"}).headers["X-Request-ID"] == (
+        "abc-123"
+    )
+    r = c.get("/readyz")  # nothing installed under this prefix yet
+    assert r.status_code == 503 and "indices missing" in r.json()["reason"]
+    kemem.init()
+    r = c.get("/readyz")
+    assert r.status_code == 200 and r.json()["status"] == "ready"
+    assert c.get("/openapi.json").json()["paths"]["/v1/memories/{memory_id}"]
+    assert c.get("/docs").status_code == 200
+
+
+# -- /query -------------------------------------------------------------------------------
+EVENT_TYPES = {
+    "id": int, "score": float, "index": str, "db": str, "description": str, "deepinsight": str,
+    "updatetime": str, "created_at": str, "place": str, "scene": str, "keyword": list, "log": str,
+}  # fmt: skip
+ENTITY_TYPES = {
+    "id": int, "kind": str, "score": float, "index": dict, "db": str, "entity_name": str,
+    "entity_type": str, "description": str, "updatetime": str, "matched_keywords": list,
+    "keyword": str, "tier": int, "log": str,
+}  # fmt: skip
+INFO_TYPES = {
+    "检索耗时": dict, "query": str, "分词": list, "给联想的基词": list, "扩展后联想词": list,
+    "mode": str, "context_words": list, "entity_words": list, "context_trimmed": bool,
+}  # fmt: skip
+
+
+def _shape(obj: dict, types: dict[str, type]) -> None:
+    assert set(obj) == set(types), set(obj) ^ set(types)
+    for key, typ in types.items():
+        assert isinstance(obj[key], typ), (key, obj[key])
+
+
+@pytest.mark.engine
+def test_query_returns_the_v23_contract(seeded: Kemem) -> None:
+    c = client(seeded)
+    body = {"query": "豆包最近怎么样", **A, "limit": 5, "score_threshold": 0.0}
+    r = c.post("/query", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert set(out) == {"memory_events", "memory_entities", "additional_info"}
+    assert out["memory_events"] and out["memory_entities"]
+    for e in out["memory_events"]:
+        _shape(e, EVENT_TYPES)
+    for n in out["memory_entities"]:
+        _shape(n, ENTITY_TYPES)
+    _shape(out["additional_info"], INFO_TYPES)
+    assert all(isinstance(v, float) for v in out["additional_info"]["检索耗时"].values())
+    # Exactly what the library answers, scores aside.
+    lib = seeded.query("豆包最近怎么样", **A, limit=5, score_threshold=0.0).to_contract()
+    assert [e["description"] for e in out["memory_events"]] == [
+        e["description"] for e in lib["memory_events"]
+    ]
+    assert "小满" not in r.text  # the other agent's memory stays out
+
+    simple = c.post("/query_simple", json=body).json()
+    assert simple == {
+        "memory_events": [e["description"] for e in out["memory_events"]],
+        "memory_entities": [n["description"] for n in out["memory_entities"]],
+    }
+    # The knobs of QueryParams pass through (context, now, exclude_ids, filters, mode).
+    first = out["memory_events"][0]["index"]
+    more = {**body, "context": "我们在聊狗", "now": "2025-06-01T10:00:00", "mode": "bm25"}
+    r = c.post("/query", json={**more, "exclude_ids": [first], "filters": {"place": "家"}})
+    assert r.status_code == 200 and r.json()["memory_events"] == []
+    stages = out["additional_info"]["检索耗时"]
+    metrics = c.get("/metrics").text
+    for stage in stages:
+        assert f'kemem_query_stage_seconds_count{{stage="{stage}"}}' in metrics
+
+
+@pytest.mark.engine
+def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
+    c = client(seeded)
+    base = {"query": "豆包", **A}
+    err = error_of(c.post("/query", json={**base, "top_n": 3}), 422)
+    assert err["field"] == "top_n" and "unknown" in err["message"]
+    assert error_of(c.post("/query", json={**base, "limit": 101}), 422)["field"] == "limit"
+    assert (
+        error_of(c.post("/query", json={"query": "豆包", **B, "user_id": None}), 422)["field"]
+        == "user_id"
+    )
+    assert error_of(c.post("/query", content=b"{not json", headers={
+        "content-type": "application/json"}), 422)["code"] == "invalid_input"  # fmt: skip
+    # Kemem's own InvalidInput (an unknown filter field) names it too.
+    err = error_of(c.post("/query", json={**base, "filters": {"colour": "red"}}), 422)
+    assert err["code"] == "invalid_input" and "colour" in err["message"]
+    error_of(c.get("/nowhere"), 404)
+    error_of(c.post("/query", content=b"x" * 1_100_000), 413)
+
+
+# -- /v1/memories -------------------------------------------------------------------------
+@pytest.mark.engine
+def test_memories_crud_history_and_paging(seeded: Kemem) -> None:
+    c = client(seeded)
+    add = {"text": "木木明天去看牙医", **A, "refresh": True, "session_id": "s1"}
+    r = c.post("/v1/memories", json={**add, "metadata": {"mood": "紧张"}})
+    assert r.status_code == 200, r.text
+    (res,) = r.json()["results"]
+    assert res["event"] == "ADD" and res["memory"]["text"] == "木木明天去看牙医"
+    mid = res["id"]
+    msgs = [{"role": "user", "content": "我今天去爬山了"}, {"role": "assistant", "content": "累吗"}]
+    r = c.post("/v1/memories", json={"messages": msgs, **A, "refresh": True})
+    assert r.json()["results"][0]["memory"]["text"] == "我今天去爬山了\n累吗"
+    cat = {**ENTITY, "entity_name": "团子", "description": "团子是木木的猫"}
+    r = c.post("/v1/memories", json={"record": cat, "kind": "entities", **A, "refresh": True})
+    assert r.json()["results"][0]["memory"]["kind"] == "entities"
+
+    got = c.get(f"/v1/memories/{mid}", params=A)
+    assert got.status_code == 200 and got.json()["metadata"] == {"mood": "紧张"}
+
+    page = c.get("/v1/memories", params={**A, "limit": 2}).json()
+    assert len(page["results"]) == 2 and page["next_cursor"]
+    rest = c.get("/v1/memories", params={**A, "limit": 1000, "cursor": page["next_cursor"]})
+    ids = [m["id"] for m in page["results"] + rest.json()["results"]]
+    assert len(ids) == len(set(ids)) == 5  # 2 seeded + 3 added
+    flt = c.get("/v1/memories", params={**A, "filters": '{"session_id": "s1"}'}).json()
+    assert [m["id"] for m in flt["results"]] == [mid]
+    ents = c.get("/v1/memories", params={**A, "kind": "entities"}).json()["results"]
+    assert {m["entity_name"] for m in ents} == {"豆包", "团子"}
+
+    r = c.patch(f"/v1/memories/{mid}", params={**A, "refresh": True},
+                json={"text": "木木后天去看牙医", "place": "诊所"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert r.json()["event"] == "UPDATE" and r.json()["previous"] == "木木明天去看牙医"
+    after = c.get(f"/v1/memories/{mid}", params=A).json()
+    assert after["text"] == "木木后天去看牙医" and after["place"] == "诊所"
+    assert after["metadata"] == {"mood": "紧张"}  # partial: the rest stays
+
+    r = c.delete(f"/v1/memories/{mid}", params={**A, "refresh": True})
+    assert r.status_code == 200 and r.json()["id"] == mid
+    assert error_of(c.get(f"/v1/memories/{mid}", params=A), 404)["code"] == "not_found"
+    hist = c.get(f"/v1/memories/{mid}/history", params=A).json()["results"]
+    assert [h["event"] for h in hist] == ["ADD", "UPDATE", "DELETE"]
+
+
+@pytest.mark.engine
+def test_memories_input_errors(seeded: Kemem) -> None:
+    c = client(seeded)
+    err = error_of(c.post("/v1/memories", json={"text": "a", "record": {}, **A}), 422)
+    assert "exactly one" in err["message"]
+    assert error_of(c.post("/v1/memories", json={"txt": "a", **A}), 422)["field"] == "txt"
+    assert error_of(c.get("/v1/memories", params={**A, "limit": 1001}), 422)["field"] == "limit"
+    assert error_of(c.get("/v1/memories", params={**A, "filters": "{"}), 422)["field"] == (
+        "filters"
+    )
+    err = error_of(c.get("/v1/memories", params={**A, "filters": '{"colour": 1}'}), 422)
+    assert "colour" in err["message"]
+    err = error_of(c.patch("/v1/memories/x", params=A, json={"user_id": "u2"}), 422)
+    assert err["field"] == "user_id"
+    assert error_of(c.patch("/v1/memories/nope", params=A, json={"text": "x"}), 404)
+    assert error_of(c.delete("/v1/memories/nope", params=A), 404)
+    # The user database needs a user.
+    assert error_of(c.get("/v1/memories", params={"agent_id": "agent_a"}), 422)
+
+
+@pytest.mark.engine
+def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
+    c = client(seeded)
+    err = error_of(c.delete("/v1/memories", params=A), 400)
+    assert err["code"] == "confirmation_required" and err["would_delete"] == 2
+    assert "2 memories" in err["message"]
+    assert seeded.count(**A) == 2  # nothing went
+    r = c.delete("/v1/memories", params={**A, "kind": "entities"},
+                 headers={"X-Confirm-Delete": "true"})  # fmt: skip
+    assert r.status_code == 200 and r.json() == {"deleted": 1}
+    r = c.delete("/v1/memories", params={**A, "confirm": "true"})
+    assert r.json() == {"deleted": 1}
+    assert seeded.count(**A) == 0 and seeded.count(**B) == 1  # the other agent's stay
+
+
+# -- auth ---------------------------------------------------------------------------------
+@pytest.mark.engine
+def test_keys_keep_agents_apart(seeded: Kemem) -> None:
+    c = client(seeded, server_api_keys=KEYS)
+    b_id = seeded.get_all(**B).results[0].id
+    b_text = "小满周末要去杭州西湖划船"
+
+    assert c.get("/healthz").status_code == 200  # no key needed
+    assert error_of(c.get("/readyz"), 401)["code"] == "unauthorized"
+    assert error_of(c.post("/query", json={"query": "划船", **A}), 401)
+    assert error_of(c.get("/v1/memories", params=A, headers=bearer("nope")), 401)
+    assert error_of(c.get("/v1/memories", params=A, headers={"Authorization": "key-a"}), 401)
+
+    ka = bearer("key-a")
+    assert c.get("/readyz", headers=ka).status_code == 200
+    calls = [
+        c.post("/query", json={"query": "划船", **B, "score_threshold": 0}, headers=ka),
+        c.post("/query_simple", json={"query": "划船", **B}, headers=ka),
+        c.get("/v1/memories", params=B, headers=ka),
+        c.get(f"/v1/memories/{b_id}", params=B, headers=ka),
+        c.get(f"/v1/memories/{b_id}/history", params=B, headers=ka),
+        c.patch(f"/v1/memories/{b_id}", params=B, json={"text": "改掉"}, headers=ka),
+        c.delete(f"/v1/memories/{b_id}", params=B, headers=ka),
+        c.delete("/v1/memories", params={**B, "confirm": "true"}, headers=ka),
+        c.delete("/v1/memories", params=B, headers=ka),  # not even the count
+        c.post("/v1/memories", json={"text": "插进去", **B}, headers=ka),
+        c.get("/v1/memories", params={"user_id": "u1"}, headers=ka),  # the default agent
+    ]
+    for r in calls:
+        err = error_of(r, 403)
+        assert err["code"] == "forbidden" and err["field"] == "agent_id"
+        assert b_text not in r.text and b_id not in r.text and "would_delete" not in err
+    # B's id within A's own scope is simply not there.
+    assert error_of(c.get(f"/v1/memories/{b_id}", params=A, headers=ka), 404)
+    assert seeded.get(b_id, **B).text == b_text and seeded.count(**B) == 1  # untouched
+
+    # Each key serves its own agent; "*" serves all.
+    assert c.get("/v1/memories", params=A, headers=ka).status_code == 200
+    r = c.get(f"/v1/memories/{b_id}", params=B, headers=bearer("key-b"))
+    assert r.status_code == 200 and r.json()["text"] == b_text
+    assert c.get("/v1/memories", params=B, headers=bearer("key-root")).status_code == 200
+    metrics = c.get("/metrics", headers=ka)
+    assert metrics.status_code == 200
+    assert 'kemem_http_requests_total{method="GET",route="/v1/memories",status="403"}' in (
+        metrics.text
+    )
+
+
+# -- degradation --------------------------------------------------------------------------
+def unreachable() -> Kemem:
+    """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
+    return Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+
+
+def test_query_degrades_when_the_engine_is_down() -> None:
+    down = unreachable()
+    c = client(down)
+    r = c.post("/query", json={"query": "豆包最近怎么样", **A})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["memory_events"] == [] and out["memory_entities"] == []
+    info = out["additional_info"]
+    assert info["degraded"] is True and "cannot reach" in info["degraded_reason"]
+    _shape({k: v for k, v in info.items() if not k.startswith("degraded")}, INFO_TYPES)
+    assert r.headers["X-Kemem-Degraded"] == "engine_unavailable"
+    r = c.post("/query_simple", json={"query": "豆包", **A})
+    assert r.json() == {"memory_events": [], "memory_entities": []}
+    assert r.headers["X-Kemem-Degraded"]
+    # Writes and reads of the Memory API never degrade.
+    assert error_of(c.post("/v1/memories", json={"text": "x", **A}), 503)["code"] == (
+        "engine_unavailable"
+    )
+    assert error_of(c.get("/v1/memories", params=A), 503)
+    assert c.get("/readyz").status_code == 503
+    assert "kemem_degraded_answers_total 2.0" in c.get("/metrics").text
+    # Degrade off: /query fails loudly too.
+    strict = client(down, server_degrade=False)
+    assert error_of(strict.post("/query", json={"query": "豆包", **A}), 503)
+
+
+@pytest.mark.engine
+def test_request_log_line_has_no_user_text(seeded: Kemem, caplog) -> None:
+    c = client(seeded, server_api_keys=KEYS)
+    with caplog.at_level(logging.INFO):
+        r = c.get("/v1/memories/some-id", params=A, headers=bearer("key-a"))
+        c.post("/query", json={"query": "秘密的话", **A}, headers=bearer("key-a"))
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "kemem_es.server"]
+    assert any(
+        "method=GET path=/v1/memories/{memory_id} status=404" in line
+        and f"request_id={r.headers['X-Request-ID']}" in line
+        for line in lines
+    ), lines
+    ours = [
+        r for r in caplog.records if r.name.startswith("kemem_es") and r.levelno >= logging.INFO
+    ]
+    text = "\n".join(rec.getMessage() for rec in ours)
+    assert "秘密" not in text and "key-a" not in text and "some-id" not in text
+
+
+# -- the real process ---------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(km: Kemem | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_SERVER_")}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    if km is not None:
+        env["KEMEM_INDEX_PREFIX"] = km.settings.index_prefix
+        env["KEMEM_MODEL_DIR"] = str(km.settings.model_dir)
+        env["KEMEM_ES_URL"] = km.settings.url
+    return env
+
+
+@pytest.fixture()
+def served(seeded: Kemem) -> Iterator[str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=_env(seeded), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("kemem-es serve did not come up in 30 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.mark.engine
+def test_real_serve_process(served: str) -> None:
+    assert httpx.get(f"{served}/healthz").json() == {"status": "ok"}
+    r = httpx.post(
+        f"{served}/query",
+        json={"query": "豆包最近怎么样", **A, "limit": 5, "score_threshold": 0.0},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    assert "豆包" in r.json()["memory_events"][0]["description"]
+    assert r.headers["X-Request-ID"]
+
+
+def test_serve_refuses_a_public_address_without_keys() -> None:
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--host", "0.0.0.0"]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without API keys" in proc.stderr
+
+
+def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
+    km = unreachable()
+    c = client(km)
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it comes
+        for _ in range(20):
+            yield b"x" * 100_000
+
+    err = error_of(c.post("/query", content=chunks()), 413)
+    assert err["code"] == "too_large"
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise RuntimeError("secret internals")
+
+    km.get = boom  # type: ignore[method-assign]
+    r = c.get("/v1/memories/x", params=A)
+    err = error_of(r, 500)
+    assert "secret" not in r.text and r.headers["X-Request-ID"] in err["message"]
+
+
+def test_serve_refuses_bad_keys_setting() -> None:
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve"]
+    for bad in ("not-json", '{"s3cret-key": "agent_a"}'):
+        env = {**_env(), "KEMEM_SERVER_API_KEYS": bad}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert "KEMEM_SERVER_API_KEYS must be a JSON object" in proc.stderr
+        assert "s3cret" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_loopback_check() -> None:
+    from kemem_es.cli.serve import is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5")
+    assert not is_loopback("example.com")
