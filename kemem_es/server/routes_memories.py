@@ -8,6 +8,7 @@ Scope: in the JSON body for ``POST /v1/memories`` (add), as query parameters (``
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request
@@ -85,6 +86,31 @@ def _agent(request: Request, access: Access, agent_id: str | None) -> str:
     return agent
 
 
+@dataclass(frozen=True)
+class ScopeArgs:
+    """The scope of a request from its query parameters, already checked against its key."""
+
+    user_id: str | None
+    agent_id: str
+    db: Literal["user", "official"]
+
+    def kw(self) -> dict[str, Any]:
+        return {"user_id": self.user_id, "agent_id": self.agent_id, "db": self.db}
+
+
+def scope_args(
+    request: Request,
+    user_id: str | None = UserId,
+    agent_id: str | None = AgentId,
+    db: Literal["user", "official"] = Db,
+    access: Access = Depends(authenticate),
+) -> ScopeArgs:
+    return ScopeArgs(user_id, _agent(request, access, agent_id), db)
+
+
+Scoped = Depends(scope_args)
+
+
 def _filters(raw: str | None) -> dict[str, Any] | None:
     if raw is None or raw == "":
         return None
@@ -125,20 +151,14 @@ def add(body: AddRequest, request: Request, access: Access = Depends(authenticat
 @router.get("", summary="List a scope's memories, newest first (paged)")
 def list_memories(
     request: Request,
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
+    scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
     filters: str | None = Query(None, description='JSON filter object, e.g. {"place": "家"}'),
     limit: int = Query(100, ge=1, le=MAX_LIST),
     cursor: str | None = Query(None, description="next_cursor of the previous page"),
-    access: Access = Depends(authenticate),
 ) -> MemoryPage:
-    agent = _agent(request, access, agent_id)
     return _km(request).get_all(
-        user_id=user_id,
-        agent_id=agent,
-        db=db,
+        **scope.kw(),
         filters=_filters(filters),
         kind=kind,
         limit=limit,
@@ -149,20 +169,16 @@ def list_memories(
 @router.delete("", summary="Delete every memory of a scope (needs confirm=true)")
 def delete_all(
     request: Request,
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
+    scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
     filters: str | None = Query(None, description="JSON filter object"),
     forget: bool = Query(False, description="also strip this scope's history of its texts"),
     confirm: bool = Query(False, description="true: really delete (else 400 with the count)"),
-    access: Access = Depends(authenticate),
 ) -> DeleteAllResponse:
-    agent = _agent(request, access, agent_id)
     km, flt = _km(request), _filters(filters)
     confirmed = confirm or request.headers.get("x-confirm-delete", "").lower() == "true"
     if not confirmed:
-        n = km.count(user_id=user_id, agent_id=agent, db=db, filters=flt, kind=kind)
+        n = km.count(**scope.kw(), filters=flt, kind=kind)
         raise ApiError(
             400,
             "confirmation_required",
@@ -171,7 +187,7 @@ def delete_all(
             field="confirm",
             extra={"would_delete": n},
         )
-    n = km.delete_all(user_id=user_id, agent_id=agent, db=db, filters=flt, kind=kind, forget=forget)
+    n = km.delete_all(**scope.kw(), filters=flt, kind=kind, forget=forget)
     return DeleteAllResponse(deleted=n)
 
 
@@ -179,14 +195,10 @@ def delete_all(
 def get_memory(
     memory_id: str,
     request: Request,
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
+    scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
-    access: Access = Depends(authenticate),
 ) -> Memory:
-    agent = _agent(request, access, agent_id)
-    return _km(request).get(memory_id, user_id=user_id, agent_id=agent, db=db, kind=kind)
+    return _km(request).get(memory_id, **scope.kw(), kind=kind)
 
 
 @router.patch("/{memory_id}", summary="Change some fields of a memory (partial update)")
@@ -198,49 +210,33 @@ def update_memory(
         description='the fields to change, e.g. {"description": "…", "place": "家"} '
         '("text" is the description)',
     ),
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
+    scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
     refresh: bool = Query(False),
-    access: Access = Depends(authenticate),
 ) -> AddResult:
-    agent = _agent(request, access, agent_id)
     if "text" in changes:
         if "description" in changes:
             raise ApiError(422, "invalid_input", "text: give text or description", field="text")
         changes = {("description" if k == "text" else k): v for k, v in changes.items()}
-    return _km(request).update(
-        memory_id, changes, user_id=user_id, agent_id=agent, db=db, kind=kind, refresh=refresh
-    )
+    return _km(request).update(memory_id, changes, **scope.kw(), kind=kind, refresh=refresh)
 
 
 @router.delete("/{memory_id}", summary="Delete one memory (recorded in its history)")
 def delete_memory(
     memory_id: str,
     request: Request,
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
+    scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
     refresh: bool = Query(False),
-    access: Access = Depends(authenticate),
 ) -> Memory:
-    agent = _agent(request, access, agent_id)
-    return _km(request).delete(
-        memory_id, user_id=user_id, agent_id=agent, db=db, kind=kind, refresh=refresh
-    )
+    return _km(request).delete(memory_id, **scope.kw(), kind=kind, refresh=refresh)
 
 
 @router.get("/{memory_id}/history", summary="Every recorded change of a memory, oldest first")
 def history(
     memory_id: str,
     request: Request,
-    user_id: str | None = UserId,
-    agent_id: str | None = AgentId,
-    db: Literal["user", "official"] = Db,
-    access: Access = Depends(authenticate),
+    scope: ScopeArgs = Scoped,
 ) -> HistoryResponse:
-    agent = _agent(request, access, agent_id)
-    entries = _km(request).history(memory_id, user_id=user_id, agent_id=agent, db=db)
+    entries = _km(request).history(memory_id, **scope.kw())
     return HistoryResponse(results=entries)
