@@ -200,3 +200,63 @@ def test_cli_query_before_anything_is_indexed_says_so(kemem) -> None:
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "kemem-es init" in proc.stderr
+
+
+def _refresh_interval(km, alias: str):
+    name = next(iter(km.engine.get_index(alias)))
+    resp = km.engine.client.indices.get_settings(index=name, name="index.refresh_interval")
+    return resp[name]["settings"].get("index", {}).get("refresh_interval")
+
+
+def _bulk_records(n: int) -> list[dict]:
+    return [
+        {**EVENTS[1], "id": f"bulk-{i}", "description": f"第{i}次和室友吃火锅。"} for i in range(n)
+    ]
+
+
+def test_large_load_pauses_refresh_and_restores_it(kemem, monkeypatch) -> None:
+    """A large load runs with refresh_interval -1 and gives the index its own setting back."""
+    from kemem_es.store import bulk
+
+    kemem.init()
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    kemem.engine.client.indices.put_settings(
+        index=alias, body={"index": {"refresh_interval": "7s"}}
+    )
+    monkeypatch.setattr(bulk, "LARGE_LOAD_DOCS", 3)
+    seen: list = []
+    send = bulk.BulkWriter._send
+
+    def spy(self, batch):
+        seen.append(_refresh_interval(kemem, alias))
+        return send(self, batch)
+
+    monkeypatch.setattr(bulk.BulkWriter, "_send", spy)
+    report = kemem.index_records(_bulk_records(4), kind="events")
+    assert report.indexed == 4 and seen and set(seen) == {"-1"}
+    assert _refresh_interval(kemem, alias) == "7s"
+    assert kemem.engine.count(alias) == 4  # refreshed at the end all the same
+
+    seen.clear()
+    kemem.index_records(_bulk_records(2), kind="events")  # small: the setting is not touched
+    assert set(seen) == {"7s"}
+
+
+def test_failed_large_load_still_restores_refresh(kemem, monkeypatch) -> None:
+    from kemem_es.errors import WriteInterrupted
+    from kemem_es.store import bulk
+
+    kemem.init()
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    monkeypatch.setattr(bulk, "LARGE_LOAD_DOCS", 3)
+
+    def broken(self, batch):
+        from opensearchpy import ConnectionError as OSConnectionError
+
+        raise OSConnectionError("N/A", "boom", Exception("boom"))
+
+    monkeypatch.setattr(bulk.BulkWriter, "_send", broken)
+    with pytest.raises(WriteInterrupted):
+        kemem.index_records(_bulk_records(4), kind="events")
+    assert _refresh_interval(kemem, alias) is None  # the default again, not -1
+    assert not bulk._paused

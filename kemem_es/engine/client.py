@@ -354,7 +354,9 @@ def _opensearch_client(settings: Settings) -> Any:
     # One retry on a dropped connection; a timeout is not retried (it would double the wait).
     kw["max_retries"] = settings.es_max_retries
     kw["retry_on_timeout"] = False
-    return OpenSearch(hosts=[settings.url], **kw)
+    from kemem_es.engine.serialize import serializer
+
+    return OpenSearch(hosts=[settings.url], serializer=serializer(), **kw)
 
 
 def _elasticsearch_client(settings: Settings) -> Any:

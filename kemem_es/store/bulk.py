@@ -8,10 +8,12 @@ memories were written; re-running the same input resumes, since those are now un
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -35,6 +37,9 @@ from kemem_es.store.validation import Checked
 
 RETRY_STATUSES = {429, 502, 503, 504}
 SENDERS = 2
+# A write of at least this many records pauses the index's periodic refresh until it is done
+# (one refresh at the end instead of one a second: fewer tiny segments to merge meanwhile).
+LARGE_LOAD_DOCS = 5_000
 MAX_BULK_BYTES = 8 * 1024 * 1024  # well under the engines' 100 MB default request limit
 EXISTING_FIELDS = ["content_hash", "description", "strength", *LIFECYCLE_FIELDS]
 
@@ -136,10 +141,12 @@ class BulkWriter:
         report = IndexReport()
         start = time.perf_counter()
         dbs = {c.scope.db for c in items}
+        aliases = sorted(index_alias(self.engine.settings.index_prefix, db, kind) for db in dbs)
         try:
-            self._write(items, kind, report, on_progress, actor)
-            for db in dbs:
-                self.engine.refresh(index_alias(self.engine.settings.index_prefix, db, kind))
+            with refresh_paused(self.engine, aliases, len(items) >= LARGE_LOAD_DOCS):
+                self._write(items, kind, report, on_progress, actor)
+            for alias in aliases:
+                self.engine.refresh(alias)
         except (KememError, *CLIENT_ERRORS) as exc:
             why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
             raise WriteInterrupted(
@@ -286,3 +293,52 @@ class BulkWriter:
         if done:
             self.engine.bulk(history.bulk_lines(self.engine.settings.index_prefix, done))
         return out
+
+
+_paused: Counter[str] = Counter()  # index → large loads of this process in progress on it
+_saved: dict[str, Any] = {}  # index → its refresh_interval before the first of them
+_pause_lock = threading.Lock()
+
+
+def _put_refresh_interval(engine: Engine, index: str, value: Any) -> None:
+    body = {"index": {"refresh_interval": value}}
+    if engine.dialect == "opensearch":
+        engine.client.indices.put_settings(index=index, body=body)
+    else:
+        engine.client.indices.put_settings(index=index, settings=body)
+
+
+def _refresh_interval(engine: Engine, index: str) -> Any:
+    """The index's own refresh_interval, or None where it keeps the default."""
+    resp = engine.client.indices.get_settings(index=index, name="index.refresh_interval")
+    return (
+        next(iter(resp.values()), {}).get("settings", {}).get("index", {}).get("refresh_interval")
+    )
+
+
+@contextlib.contextmanager
+def refresh_paused(engine: Engine, aliases: Sequence[str], pause: bool = True) -> Iterator[None]:
+    """Periodic refresh off (``refresh_interval: -1``) for the duration of a large load, then the
+    index's own setting back (``None``: the default), even when the load fails. Nested and
+    concurrent loads in this process share one pause: the last to finish restores."""
+    if not pause:
+        yield
+        return
+    names: list[str] = []
+    for alias in aliases:
+        names += sorted(engine.get_index(alias))  # the concrete index (settings live there)
+    with _pause_lock:
+        for name in names:
+            if _paused[name] == 0:
+                _saved[name] = _refresh_interval(engine, name)
+                _put_refresh_interval(engine, name, "-1")
+            _paused[name] += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            for name in names:
+                _paused[name] -= 1
+                if _paused[name] == 0:
+                    del _paused[name]
+                    _put_refresh_interval(engine, name, _saved.pop(name, None))
