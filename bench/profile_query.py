@@ -173,7 +173,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
     ]
     for db, rows in result["profile_median_ms"].items():
-        lines += [f"**{db} events** ({result['body_shape'].get(db)})", "", "| part | ms |", "|---|---|"]
+        shape = result["body_shape"].get(db)
+        lines += [f"**{db} events** ({shape})", "", "| part | ms |", "|---|---|"]
         lines += [f"| `{label}` | {ms} |" for label, ms in rows.items() if ms >= 0.05]
         lines.append("")
     return "\n".join(lines)

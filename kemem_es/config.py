@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     es_max_retries: int = Field(default=1, ge=0, le=5, description="on a dropped connection only")
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
     index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    vector_quantization: Literal["none", "int8"] = Field(
+        default="none",
+        description="HNSW over int8-quantised vectors for new indices (OpenSearch lucene "
+        "encoder sq, Elasticsearch int8_hnsw); final scores still use the float vectors",
+    )
     default_agent_id: str = Field(
         default="default", min_length=1, description="the agent of Memory API calls that name none"
     )

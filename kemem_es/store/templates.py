@@ -46,11 +46,25 @@ def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
     return f"{index_alias(prefix, db, kind)}-v{template_version(kind)}"
 
 
-def index_body(kind: MemoryKind, dialect: str, dims: int) -> dict[str, Any]:
-    """Settings + mappings for one kind on one dialect, with the model's vector dimension."""
+def index_body(
+    kind: MemoryKind, dialect: str, dims: int, quantization: str = "none"
+) -> dict[str, Any]:
+    """Settings + mappings for one kind on one dialect, with the model's vector dimension.
+
+    ``quantization="int8"``: the HNSW graph is built and searched over int8 scalar-quantised
+    copies of the vectors (a quarter of the memory the graph search touches); the float vectors
+    stay in the index, so the fused score's cosine (a script over the floats) is unchanged —
+    only which neighbours the ANN clause finds can differ."""
     base = copy.deepcopy(_load(f"{kind}.json"))
     extra = copy.deepcopy(_load(f"dialects/{dialect}.json"))
     vector = {k: (dims if v == "{dims}" else v) for k, v in extra["vector"].items()}
+    if quantization == "int8":
+        if dialect == "opensearch":
+            vector["method"]["parameters"]["encoder"] = {"name": "sq"}
+        else:
+            vector["index_options"]["type"] = "int8_hnsw"
+    elif quantization != "none":
+        raise ValueError(f"unknown vector quantization {quantization!r} (none or int8)")
     mappings = base["mappings"]
     mappings["properties"][VECTOR_FIELD] = vector
     mappings["_meta"] = {
@@ -132,7 +146,7 @@ def install(
         for kind in kinds:
             alias = index_alias(prefix, db, kind)
             index = concrete_index(prefix, db, kind)
-            body = index_body(kind, engine.dialect, dims)
+            body = index_body(kind, engine.dialect, dims, engine.settings.vector_quantization)
             if recreate and engine.index_exists(alias):
                 for existing in engine.get_index(alias):
                     engine.delete_index(existing)
