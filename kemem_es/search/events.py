@@ -29,7 +29,17 @@ from kemem_es.store.scope import Scope
 
 VECTOR_FIELD = "vector"
 TIME_FIELD = "event_time"
-SOURCE_EXCLUDES = [VECTOR_FIELD, "*_tok", "metadata"]
+# What assembling an EventHit reads, and nothing else: the hits' JSON stays small.
+SOURCE_FIELDS = [
+    "id",
+    "description",
+    "deepinsight",
+    "keywords",
+    "place",
+    "scene",
+    "created_at",
+    "updatetime",
+]
 
 # Painless sources are constants: user input only ever reaches them through params.
 KW_SCRIPT = "_score / (_score + params.k)"  # BM25, saturated (bm25 / rrf modes)
@@ -223,7 +233,7 @@ def event_body(
     body: dict[str, Any] = {
         "size": size or params.limit,
         "track_total_hits": False,
-        "_source": {"excludes": SOURCE_EXCLUDES},
+        "_source": SOURCE_FIELDS,
     }
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword

@@ -3,6 +3,7 @@ assemble, each stage timed in milliseconds."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -128,6 +129,11 @@ class Searcher:
         self.embedder.embed_one("预热一下")
         if missing:
             self._names_loaded_at = -NAMES_TTL_S  # try again on the first query
+        else:
+            # One whole query on a scope that holds nothing: connections opened, the engine's
+            # scripts compiled and both searches' code paths run before the first user's query.
+            with contextlib.suppress(Exception):  # a warm-up never fails the searcher
+                self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
 
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""

@@ -3,6 +3,8 @@ synchronous :class:`Kemem` (an async core is future work)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -91,6 +93,11 @@ def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Warm up before serving (jieba, lexicon, model, one query through the engine): the
+        # first user's query would otherwise pay for all of it. An engine that is down now is
+        # reported by /health and by the queries themselves, not by a failed start.
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(lambda: km.searcher)
         yield
         if own:
             km.close()
