@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,30 @@ def force_merge(km: Any, segments: int) -> dict[str, Any]:
     return out
 
 
+def _loaded(km: Any, n: int) -> bool:
+    """The prefix already holds this scale's corpus (``--reuse``: measure a kept store again)."""
+    from kemem_es.store.layout import index_alias
+
+    try:
+        return all(
+            km.engine.count(index_alias(km.settings.index_prefix, db, "events")) >= n for db in DBS
+        )
+    except Exception:
+        return False
+
+
+def segment_counts(km: Any) -> dict[str, int]:
+    from kemem_es.store.layout import index_alias
+
+    out = {}
+    for db in DBS:
+        for kind in KINDS:
+            alias = index_alias(km.settings.index_prefix, db, kind)
+            stats = km.engine.client.indices.stats(index=alias, metric="segments")
+            out[f"{db}_{kind}"] = stats["_all"]["primaries"]["segments"]["count"]
+    return out
+
+
 def throughput(seed: int, n: int = 1000) -> dict[str, Any]:
     """Indexing docs/s on a fresh slice of n events: int8 / fp32 embedding, vectors supplied."""
     from kemem_es import EventRecord
@@ -171,20 +196,81 @@ def qps(km: Any, texts: Sequence[str], opts: dict[str, Any], threads: int) -> di
     }
 
 
-def measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+class LiveWriter:
+    """Writes new events (vectors supplied, default refresh, no force-merge) into the user db
+    at about ``rate`` docs/s in the background: the store of a service that is being written
+    while it answers queries."""
+
+    def __init__(self, km: Any, pool: np.ndarray, rate: float, seed: int) -> None:
+        self.km, self.pool, self.rate, self.seed = km, pool, rate, seed
+        self.written = 0
+        self.seconds = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="live-writer", daemon=True)
+
+    def __enter__(self) -> LiveWriter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        from kemem_es import EventRecord
+
+        rng = np.random.default_rng(self.seed)
+        batch = max(int(self.rate), 1)  # about one bulk a second, like a steady stream
+        start = time.perf_counter()
+        for recs in scale.events(10_000_000, self.seed, "user", 0, 1000, batch):
+            if self._stop.is_set():
+                break
+            vecs = _with_vectors(recs, self.pool, rng).round(6)
+            items = [
+                EventRecord(**{**r, "id": "live-" + r["id"]}, vector=v.tolist())
+                for r, v in zip(recs, vecs, strict=True)
+            ]
+            rep = self.km.index_records(items, kind="events", db="user")
+            self.written += rep.indexed + rep.updated
+            ahead = self.written / self.rate - (time.perf_counter() - start)
+            if ahead > 0:
+                self._stop.wait(ahead)
+        self.seconds = time.perf_counter() - start
+
+    def report(self) -> dict[str, Any]:
+        rate = self.written / self.seconds if self.seconds else 0.0
+        return {"target_docs_per_s": self.rate, "written": self.written, "docs_per_s": round(rate)}
+
+
+def measure(km: Any, args: argparse.Namespace, pool: np.ndarray | None = None) -> dict[str, Any]:
+    if args.write_rate and pool is not None:
+        with LiveWriter(km, pool, args.write_rate, args.seed + 50) as writer:
+            out = _measure(km, args)
+        out["live_writes"] = writer.report()
+        print(f"  live writes: {out['live_writes']}", file=sys.stderr)
+        return out
+    return _measure(km, args)
+
+
+def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     texts = scale.queries(args.warmup + args.queries, args.seed + 4)
     warm, measured = texts[: args.warmup], texts[args.warmup :]
     out: dict[str, Any] = {}
     for name, opts in SCENARIOS.items():
+        if args.scenarios and name not in args.scenarios:
+            continue
         run_queries(km, warm, opts)
         timings = run_queries(km, measured, opts)
         res = {"options": {**QUERY_OPTS, **opts}, "stages_ms": stage_table(timings)}
-        res["qps"] = qps(km, measured, opts, args.threads)
+        if args.threads:
+            res["qps"] = qps(km, measured, opts, args.threads)
         out[name] = res
         st = res["stages_ms"]["total"]
+        q = res.get("qps", {}).get("qps")
         print(
-            f"  {name}: total p50={st['p50']} p99={st['p99']} ms; "
-            f"{res['qps']['qps']} qps @ {args.threads} threads",
+            f"  {name}: total p50={st['p50']} p95={st['p95']} p99={st['p99']} ms; "
+            f"search_events p50={res['stages_ms']['search_events']['p50']}; "
+            f"{q} qps @ {args.threads} threads",
             file=sys.stderr,
         )
     return out
@@ -196,19 +282,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.no_throughput:
         result["throughput"] = throughput(args.seed, args.throughput_docs)
     for n in args.scale:
-        km = make_kemem(f"bench-lat-{n}")
-        drop_indices(km)
-        km.init()
+        km = make_kemem(args.prefix.format(n=n))
         pool = vector_pool(km, "int8", args.seed)
         print(f"scale {n}", file=sys.stderr)
+        reuse = args.reuse and _loaded(km, n)
+        if not reuse:
+            drop_indices(km)
+            km.init()
         try:
-            entry: dict[str, Any] = {"indexing": load_corpus(km, n, args.seed, pool)}
-            entry["merge"] = force_merge(km, args.merge_segments)
+            entry: dict[str, Any] = (
+                {"indexing": {"reused": km.settings.index_prefix}}
+                if reuse
+                else {"indexing": load_corpus(km, n, args.seed, pool)}
+            )
+            entry["merge"] = {} if reuse else force_merge(km, args.merge_segments)
+            entry["segments"] = segment_counts(km)
             entry["engine"] = engine_settings(km)
-            entry["scenarios"] = measure(km, args)
+            entry["scenarios"] = measure(km, args, pool)
             entry["engine_after"] = engine_settings(km)
         finally:
-            if not args.keep:
+            if not args.keep and not args.reuse:
                 drop_indices(km)
         result["scales"][str(n)] = entry
     result["queries"] = {"measured": args.queries, "warmup": args.warmup, "seed": args.seed}
@@ -244,21 +337,36 @@ def markdown(result: dict[str, Any]) -> str:
     for n, entry in result["scales"].items():
         ix = entry["indexing"]
         bulk = ", ".join(f"{k} {v['docs_per_s']}/s" for k, v in ix.items() if isinstance(v, dict))
-        lines += [
-            f"**Scale {int(n):,}** — per db {ix['events_per_db']:,} events + "
+        head = (
+            f"**Scale {int(n):,}** — the kept store `{ix['reused']}` measured again"
+            if "reused" in ix
+            else f"**Scale {int(n):,}** — per db {ix['events_per_db']:,} events + "
             f"{ix['entities_per_db']:,} entities; heavy user holds {ix['heavy_user']:,} events. "
-            f"Bulk with supplied vectors: {bulk}. "
-            f"{_merge_note(entry.get('merge', {}))}",
+            f"Bulk with supplied vectors: {bulk}. {_merge_note(entry.get('merge', {}))}"
+        )
+        if entry.get("segments"):
+            head += f" Segments while measured: {entry['segments']}."
+        live = entry["scenarios"].get("live_writes")
+        if live:
+            head += (
+                f" Written meanwhile: {live['written']} events at {live['docs_per_s']} docs/s "
+                "(default refresh, no force-merge)."
+            )
+        lines += [
+            head,
             "",
             "| scenario | stage | p50 ms | p95 ms | p99 ms |",
             "|---|---|---|---|---|",
         ]
-        for name, sc in entry["scenarios"].items():
+        scenarios = {k: v for k, v in entry["scenarios"].items() if "stages_ms" in v}
+        for name, sc in scenarios.items():
             for stage, p in sc["stages_ms"].items():
                 lines.append(f"| {name} | {stage} | {p['p50']} | {p['p95']} | {p['p99']} |")
         lines += ["", "| scenario | QPS (threads) | total p50 ms under load | p99 ms |"]
         lines.append("|---|---|---|---|")
-        for name, sc in entry["scenarios"].items():
+        for name, sc in scenarios.items():
+            if "qps" not in sc:
+                continue
             q = sc["qps"]
             lines.append(
                 f"| {name} | {q['qps']} ({q['threads']}) | {q['total_ms']['p50']} "
@@ -284,6 +392,22 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="force-merge each index to this many segments after loading (0: don't)",
     )
+    p.add_argument(
+        "--prefix", default="bench-lat-{n}", help="index prefix ({n}: the scale), bench-*"
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure the prefix's kept store when it holds the scale (no load, no merge); "
+        "never deleted",
+    )
+    p.add_argument(
+        "--write-rate",
+        type=float,
+        default=0.0,
+        help="index this many new events a second into the user db while the queries run",
+    )
+    p.add_argument("--scenarios", nargs="*", default=None, help="a subset of the scenarios")
     p.add_argument("--out", type=Path, default=None)
     return p
 

@@ -30,8 +30,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--prefix", default="bench-lat-ab-{n}", help="index prefix ({n}: scale)")
+    ap.add_argument(
+        "--quantization", default="none", choices=["none", "int8"], help="vectors of a build"
+    )
     args = ap.parse_args()
-    km = make_kemem(f"bench-lat-ab-{args.scale}")
+    km = make_kemem(args.prefix.format(n=args.scale), vector_quantization=args.quantization)
     if args.action == "drop":
         drop_indices(km)
         return
