@@ -156,14 +156,17 @@ def window_query(
     clauses: list[dict[str, Any]],
     vector: Sequence[float],
     use_ann: bool,
+    ann_filtered: bool = True,
 ) -> tuple[dict[str, Any], int]:
     """Approximate path, first phase: the union of the ANN neighbours (boosted so that all of
-    them sort first) and the best keyword matches. Returns the query and its window size."""
+    them sort first) and the best keyword matches. Returns the query and its window size.
+    ``ann_filtered=False``: the caller knows the scope is the whole index, so the ANN clause
+    goes without its (then useless, but per-query costly) copy of the scope filter."""
     filters = request_filters(db, params)
     should = list(clauses)
     window = params.kw_window if clauses else 0
     if use_ann:
-        ann = engine.ann_query(VECTOR_FIELD, vector, params.ann_k, filters)
+        ann = engine.ann_query(VECTOR_FIELD, vector, params.ann_k, filters if ann_filtered else [])
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
         window += params.ann_k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
@@ -220,6 +223,7 @@ def event_body(
     min_score: float | None = None,
     require_keyword: bool = False,
     coverage: bool = True,
+    ann_filtered: bool = True,
 ) -> dict[str, Any]:
     """The search body for one database (``clauses``: coverage clauses when ``coverage``, else
     BM25 clauses).
@@ -237,7 +241,7 @@ def event_body(
     }
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
-        first, window = window_query(engine, db, params, clauses, vector, use_ann)
+        first, window = window_query(engine, db, params, clauses, vector, use_ann, ann_filtered)
         # match_all in filter context: window docs that match no word still get scored.
         bm25 = {"bool": {"filter": [{"match_all": {}}], "should": clauses}}
         body["query"] = first
