@@ -124,15 +124,17 @@ def matched_words(
     on), in search-word order: base words first, then expansions by strength."""
     exact = {str(source.get(f) or "") for f in fields if f in EXACT_FIELDS}
     tokenised = {f: str(source.get(f) or "").split() for f in fields if f not in EXACT_FIELDS}
+    # One-token words (most of them, expansions included) are a set lookup, not a scan.
+    token_sets = {f: set(seq) for f, seq in tokenised.items()}
     out = []
     for w in words:
         toks = list(w.toks)
-        searchable = [
-            seq
-            for f, seq in tokenised.items()
-            if not (w.single_char and f not in KEYWORD_ONLY_FIELDS)
-        ]
-        if w.word in exact or (toks and any(_contains(seq, toks) for seq in searchable)):
+        fields_ok = [f for f in tokenised if not (w.single_char and f not in KEYWORD_ONLY_FIELDS)]
+        if len(toks) == 1:
+            found = any(toks[0] in token_sets[f] for f in fields_ok)
+        else:
+            found = bool(toks) and any(_contains(tokenised[f], toks) for f in fields_ok)
+        if w.word in exact or found:
             out.append(w.word)
     return out
 
