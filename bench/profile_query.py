@@ -35,13 +35,21 @@ def _ms(ns: float) -> float:
 
 
 def classify(node: dict[str, Any]) -> str:
-    """A short label for a profiled query node (Lucene class + what it holds)."""
+    """A short label for a profiled query node: what it is in the event body."""
     kind = node.get("type", "?")
     desc = node.get("description", "")
-    if "Knn" in kind or "knn" in desc.lower()[:40] or "DocAndScore" in kind:
-        return f"ann:{kind}"
-    if kind in ("TermInSetQuery",) or desc.count(" ") > 20:
-        return f"terms:{kind}"
+    if "Knn" in kind or "DocAndScore" in kind:
+        return "ann(knn)"
+    if kind in ("TermInSetQuery", "MultiTermQueryConstantScoreBlendedWrapper"):
+        return "expansion terms"
+    if kind == "FunctionScoreQuery":
+        return "rescore(function_score)"
+    if kind == "DisjunctionMaxQuery":
+        return "keyword dis_max"
+    if kind == "BoostQuery" and "knn" in desc.lower():
+        return "ann clause"
+    if kind == "BooleanQuery" and desc.startswith("#") and "(" not in desc:
+        return "scope filter"
     return kind
 
 
