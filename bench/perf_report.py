@@ -100,10 +100,12 @@ def recall_section(results: list[dict[str, Any]]) -> list[str]:
         "",
         "`bench.ann_recall recall`: the engine's `knn` (filter = the scope) against the exact "
         "cosine top 10 (`script_score` over the scope); 'in ANN 50' is the share of the exact "
-        "top 10 among the 50 neighbours the approximate path rescores. Median server `took`.",
+        "top 10 among the 50 neighbours the approximate path rescores. Median server `took` "
+        "(the 100k recall runs shared the machine with a 1M build: load ~11; the latency "
+        "tables are the speed numbers).",
         "",
         "| store | scope | recall@10 | score recall@10 | exact top 10 in ANN 50 | ANN k=10 ms "
-        "| ANN k=50 ms | exact ms | events store MB |",
+        "| ANN k=50 ms | exact ms | events indices MB (both dbs) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for res in results:
