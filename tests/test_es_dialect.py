@@ -75,6 +75,9 @@ class Recorder(BaseHTTPRequestHandler):
             return self._answer(200, {"errors": False, "items": items})
         if path.endswith("_mget"):
             return self._answer(200, {"docs": []})
+        if path.endswith("_count"):
+            # a scope (query given) is part of the index: the ANN clause keeps its filter
+            return self._answer(200, {"count": 5 if body else 10})
         if path.endswith("_msearch"):
             n = len(body) // 2
             return self._answer(200, {"responses": [{"hits": {"hits": []}}] * n})
