@@ -21,5 +21,7 @@ python -m bench.perf_report --out bench/results/2026-11-26-perf --notes bench/re
    "3.5 · main via perf's harness, r1 (load 2.5)=$W/tp2-35-main-1.json" "3.5 · perf via perf's harness, r1 (load 2.7)=$W/tp2-35-wt-perf-1.json" \
    "3.5 · main via perf's harness, r2 (load 3.8)=$W/tp2-35-main-2.json" "3.5 · perf via perf's harness, r2 (load 4.6)=$W/tp2-35-wt-perf-2.json" \
    "3.5 · main via perf's harness, r3 (load 5.5)=$W/tp2-35-main-3.json" "3.5 · perf via perf's harness, r3 (load 5.7)=$W/tp2-35-wt-perf-3.json" \
+   "3.5 · main via perf's harness, quiet q1 (load 1.6)=$W/tp2-35-main-q1.json" "3.5 · perf via perf's harness, quiet q1 (load 2.2)=$W/tp2-35-wt-perf-q1.json" \
+   "3.5 · main via perf's harness, quiet q2 (load 1.9)=$W/tp2-35-main-q2.json" "3.5 · perf via perf's harness, quiet q2 (load 2.6)=$W/tp2-35-wt-perf-q2.json" \
  --recall $W/recall-100k.json $W/recall-1m.json \
  --profile $W/final-prof-1m-per_user.json $W/final-prof-1m-large_approx.json --cold $W/final-cold.json
