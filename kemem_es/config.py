@@ -37,7 +37,12 @@ class Settings(BaseSettings):
     es_verify_certs: bool = True
     es_timeout_s: float = Field(default=30.0, gt=0, description="writes and admin calls")
     query_timeout_s: float = Field(
-        default=5.0, gt=0, description="each search request of a query: the chat path's deadline"
+        default=3.0, gt=0, description="a whole query, all its engine requests: the chat deadline"
+    )
+    degrade: bool = Field(
+        default=False,
+        description="Kemem.query answers no memories (marked degraded, with the reason) when "
+        "the engine is down or slow, instead of raising",
     )
     es_max_retries: int = Field(default=1, ge=0, le=5, description="on a dropped connection only")
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"

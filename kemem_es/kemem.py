@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.client import engine_errors
-from kemem_es.errors import KememError, invalid_options
+from kemem_es.engine.bridge import Bridge, offload
+from kemem_es.engine.client import deadline, engine_errors
+from kemem_es.errors import EngineUnavailable, KememError, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -30,7 +31,7 @@ from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
-from kemem_es.search.response import QueryResponse, SimpleResponse
+from kemem_es.search.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.layout import KINDS
 from kemem_es.store.scope import query_scopes
@@ -46,6 +47,15 @@ DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
 )
 
 
+def _degraded(text: str, params: QueryParams, reason: str) -> QueryResponse:
+    """The empty-but-valid answer of a degraded query."""
+    info = AdditionalInfo(
+        timings_ms={}, query=text, tokens=[], base_words=[], expanded_words=[], mode=params.mode,
+        degraded=True, degraded_reason=reason,
+    )  # fmt: skip
+    return QueryResponse(additional_info=info)
+
+
 def demo_path(name: str) -> Path:
     """A bundled demo corpus file (shipped inside the package)."""
     return Path(str(resources.files("kemem_es") / "demo" / name))
@@ -58,14 +68,19 @@ class Kemem:
     >>> km.init(); km.index_file(Path("events.jsonl"), kind="events", db="user")
     """
 
-    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
+    ) -> None:
+        """``bridge``: run on the official async clients over that bridge (what AsyncKemem
+        does; see engine/bridge.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
+        self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
         self.hooks = Hooks()
 
     @cached_property
     def engine(self) -> Engine:
-        return connect(self.settings)
+        return connect(self.settings, self._bridge)
 
     @cached_property
     def embedder(self) -> Any:
@@ -101,17 +116,43 @@ class Kemem:
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
-        searcher.warm_up()
+        offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 
-    def query(self, text: str, *, user_id: str, agent_id: str, **options: Any) -> QueryResponse:
-        """Recall events and entities for one utterance (options: see QueryParams)."""
+    def warm_up(self) -> None:
+        """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
+        first query would otherwise pay for (a server calls this before it takes traffic)."""
+        with engine_errors("warming up"):
+            _ = self.searcher
+
+    def query(
+        self,
+        text: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        degrade: bool | None = None,
+        **options: Any,
+    ) -> QueryResponse:
+        """Recall events and entities for one utterance (options: see QueryParams).
+
+        The engine part has one deadline, ``query_timeout_s`` for the whole call; a failure is
+        a ``KememError`` (``EngineUnavailable``, ``DeadlineExceeded``...). ``degrade`` (default
+        ``KEMEM_DEGRADE``): answer "no memories" instead, with ``additional_info.degraded`` and
+        the reason — for a chat turn that should go on without memory rather than fail."""
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
             raise invalid_options(exc) from None
-        with engine_errors("searching"):
-            resp = self.searcher.query(text, params)
+        try:
+            self.warm_up()  # loading is not the query's time: the deadline starts after it
+            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+                resp = self.searcher.query(text, params)
+        except EngineUnavailable as exc:
+            if not (self.settings.degrade if degrade is None else degrade):
+                raise
+            log.warning("query degraded: %s", type(exc).__name__)  # the text may quote input
+            return _degraded(text, params, str(exc))
         if self.hooks.after_search:
             ctx = HookContext(agent_id, user_id, "user", query=text)
             resp = self.hooks.run_after_search(resp, ctx)
@@ -137,7 +178,9 @@ class Kemem:
 
     def flush(self) -> int:
         """Write queued reinforcement now (it is written in the background anyway)."""
-        return self.reinforcer.flush() if "reinforcer" in self.__dict__ else 0
+        # (a worker thread may hold the flush while its engine call waits for AsyncKemem's
+        # event loop: never wait for it on the loop itself)
+        return offload(self.reinforcer.flush) if "reinforcer" in self.__dict__ else 0
 
     def close(self) -> None:
         """Finish background extractions, flush what is queued, stop the background writers."""
@@ -280,7 +323,7 @@ class Kemem:
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions (returns what they stored), then flush
         reinforcement."""
-        done = self.writes.drain(timeout_s)
+        done = offload(self.writes.drain, timeout_s)
         self.flush()
         return done
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine
 from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
@@ -117,17 +118,9 @@ class Searcher:
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
-        missing = False
-        try:
-            self.learn_names()
-        except Exception as err:  # before init(): the query will say so, the warm-up need not
-            if not _missing_index(err):
-                raise
-            missing = True
+        self.learn_names()
         self.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
         self.embedder.embed_one("预热一下")
-        if missing:
-            self._names_loaded_at = -NAMES_TTL_S  # try again on the first query
 
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""
@@ -147,7 +140,9 @@ class Searcher:
             "query": {"bool": {"must_not": [{"term": {"entity_type": "泛化实体"}}]}},
             "aggs": aggs,
         }
-        resp = self.engine.search(indices, body)
+        resp = self.engine.search(indices, body, ignore_unavailable=True)
+        if not resp.get("_shards", {}).get("total"):  # nothing indexed yet: ask again next time
+            self._names_loaded_at = -NAMES_TTL_S
         aggs = resp.get("aggregations", {})
         names = {
             b["key"] for agg in aggs.values() for b in agg["buckets"] if 1 < len(b["key"]) <= 12
@@ -213,8 +208,7 @@ class Searcher:
         """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
         turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
         expansions of the utterance's base words. Names — the caller's, every indexed user and
-        agent name, speaker labels — are never search words."""
-        self.learn_names()
+        agent name, speaker labels — are never search words (``learn_names`` first)."""
         labels = [t.speaker for t in turns if t.speaker]
         names = [n for n in (params.user_name, params.agent_name) if n]
         self._add_names(names + [lb for lb in labels if len(lb) > 1])
@@ -298,7 +292,12 @@ class Searcher:
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
             scope = {"bool": {"filter": ev.request_filters(db, params)}}
-            cached = (time.monotonic(), self.engine.count(alias, scope))
+            try:
+                cached = (time.monotonic(), self.engine.count(alias, scope))
+            except Exception as err:  # a missing index: the event search will say so
+                if not _missing_index(err):
+                    raise
+                return False
             self._counts[key] = cached
         return cached[1] > EXACT_MAX_DOCS
 
@@ -308,8 +307,10 @@ class Searcher:
         words: Sequence[SearchWord],
         vector: Sequence[float],
         now: datetime,
-    ) -> list[tuple[Database, dict[str, Any], float, dict[str, float] | None]]:
-        """(db, hit, score, signals) best first, after threshold and limit; scores calibrated."""
+    ) -> tuple[list[tuple[Database, dict[str, Any], float, dict[str, float] | None]], list[str]]:
+        """(db, hit, score, signals) best first, after threshold and limit; scores calibrated.
+        Also the databases whose events index is missing: the others still answer (a missing
+        official index must not cost the user's own memories); all missing is an error."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
@@ -329,9 +330,15 @@ class Searcher:
         offset = ev.vec_offset(params, _mode_weights(params))
         ranked: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
+        missing: list[str] = []
         for db, resp in zip(dbs, responses, strict=True):
             if "error" in resp:
-                raise_engine_error(resp)
+                if "index_not_found" not in str(resp["error"]):
+                    raise_engine_error(resp)
+                missing.append(db)
+                if len(missing) == len(dbs):
+                    raise _not_initialised(prefix)
+                continue
             hits = resp["hits"]["hits"]
             if mode == "rrf":
                 lists.append([(db, h) for h in hits])
@@ -366,7 +373,7 @@ class Searcher:
                     update["bm25"] = update["kw"]
                 signals = signals.model_copy(update=update)
             out.append((db, hit, score, signals))
-        return out
+        return out, sorted(set(missing))
 
     def search_entities(
         self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
@@ -384,7 +391,7 @@ class Searcher:
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
         offset = entity_offset(params, with_vector=True)
         scored = []
-        for hit in self.engine.search(indices, body)["hits"]["hits"]:
+        for hit in self.engine.search(indices, body, ignore_unavailable=True)["hits"]["hits"]:
             score = ev.calibrated(float(hit["_score"]), offset)
             if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
                 scored.append((hit, score))
@@ -464,15 +471,18 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
-        vector, trimmed = self.query_vector(utterance, turns, params)
+        vector, trimmed = offload(self.query_vector, utterance, turns, params)
         clock.lap("embed")
-        base, tokens, expanded, words = self.words(utterance, params, clock, turns, vector)
+        self.learn_names()  # may search the engine: not inside the offloaded CPU stage
+        base, tokens, expanded, words = offload(
+            self.words, utterance, params, clock, turns, vector
+        )
         scored_entities = self.search_entities(params, words, vector)
         bridges = self.bridge_words(params, words, scored_entities)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
-        event_hits = self.search_events(params, [*words, *bridges], vector, now)
+        event_hits, missing = self.search_events(params, [*words, *bridges], vector, now)
         clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
@@ -493,6 +503,12 @@ class Searcher:
             entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
         )
+        if missing:
+            info.degraded = True
+            info.degraded_reason = (
+                f"the {' and '.join(missing)} events index is missing (run `kemem-es init`): "
+                "answered from the others"
+            )
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
 
     @staticmethod
