@@ -60,7 +60,7 @@ class Bridge:
         while not core.dead:  # the core yielded an awaitable: await it, send the outcome back
             try:
                 value = await step
-            except BaseException as exc:  # noqa: BLE001 - re-raised inside the core
+            except BaseException as exc:  # any outcome, re-raised inside the core
                 step = core.throw(exc)
             else:
                 step = core.switch(value)
