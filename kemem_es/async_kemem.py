@@ -42,6 +42,7 @@ VERBS: tuple[str, ...] = (
     "index_records",
     "index_demo",
     "warm_up",
+    "readiness",
     "flush",
     "drain",
 )

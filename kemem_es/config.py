@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     server_max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="largest request body (413 above)"
     )
+    server_max_inflight: int = Field(
+        default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
+    )
 
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:

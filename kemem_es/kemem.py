@@ -33,7 +33,7 @@ from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
 from kemem_es.search.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.layout import KINDS
+from kemem_es.store.layout import KINDS, all_aliases
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
 
@@ -118,6 +118,14 @@ class Kemem:
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
         offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
+
+    def readiness(self) -> dict[str, Any]:
+        """The engine's dialect and version, and which of the prefix's indices are missing."""
+        with engine_errors("checking readiness"):
+            engine = self.engine
+            aliases = all_aliases(self.settings.index_prefix)
+            missing = [a for a in aliases if not engine.index_exists(a)]
+        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the

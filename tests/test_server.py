@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
-from kemem_es import Kemem  # noqa: E402
+from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 
 A = {"agent_id": "agent_a", "user_id": "u1"}
@@ -37,11 +37,12 @@ ENTITY = {
 
 
 class Client:
-    """Synchronous calls into the app through ``httpx.ASGITransport`` (one event loop each; the
-    endpoints run in the thread pool as under uvicorn)."""
+    """Synchronous calls into the app through ``httpx.ASGITransport``, all on one event loop
+    (the app's AsyncKemem holds an async engine client bound to the loop it first ran on)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.loop = asyncio.new_event_loop()
 
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
         async def call() -> Any:
@@ -49,7 +50,17 @@ class Client:
             async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
                 return await c.request(method, url, **kwargs)
 
-        return asyncio.run(call())
+        return self.loop.run_until_complete(call())
+
+    def gather(self, *calls: tuple[str, str, dict[str, Any]]) -> list[Any]:
+        """Several requests at once (for the in-flight limit)."""
+
+        async def all_of() -> list[Any]:
+            transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+                return await asyncio.gather(*(c.request(m, u, **kw) for m, u, kw in calls))
+
+        return self.loop.run_until_complete(all_of())
 
     def get(self, url: str, **kwargs: Any) -> Any:
         return self.request("GET", url, **kwargs)
@@ -65,8 +76,12 @@ class Client:
 
 
 def client(km: Kemem, **server: Any) -> Client:
+    """The app over an AsyncKemem with ``km``'s settings (and its already loaded model)."""
+    akm = AsyncKemem(km.settings)
+    if "embedder" in km.__dict__:
+        akm.core.embedder = km.embedder
     settings = km.settings.model_copy(update=server) if server else None
-    return Client(create_app(km, settings))
+    return Client(create_app(akm, settings))
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -447,7 +462,7 @@ def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("secret internals")
 
-    km.get = boom  # type: ignore[method-assign]
+    c.app.state.kemem.core.get = boom  # the async verb runs the core's get
     r = c.get("/v1/memories/x", params=A)
     err = error_of(r, 500)
     assert "secret" not in r.text and r.headers["X-Request-ID"] in err["message"]

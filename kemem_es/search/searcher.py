@@ -474,9 +474,7 @@ class Searcher:
         vector, trimmed = offload(self.query_vector, utterance, turns, params)
         clock.lap("embed")
         self.learn_names()  # may search the engine: not inside the offloaded CPU stage
-        base, tokens, expanded, words = offload(
-            self.words, utterance, params, clock, turns, vector
-        )
+        base, tokens, expanded, words = offload(self.words, utterance, params, clock, turns, vector)
         scored_entities = self.search_entities(params, words, vector)
         bridges = self.bridge_words(params, words, scored_entities)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
