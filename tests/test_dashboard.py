@@ -5,9 +5,7 @@ agents; without a key, 401). The browser test is tests/test_dashboard_browser.py
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -16,6 +14,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
+
+from dashboard_support import drop, make_kemem  # noqa: E402
 
 from kemem_es import Kemem  # noqa: E402
 from kemem_es.config import Settings  # noqa: E402
@@ -39,25 +39,6 @@ def call(app: Any, method: str, url: str, **kwargs: Any) -> Any:
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
-
-
-def make_kemem(engine_settings: Settings, embedder: Any) -> Kemem:
-    """A Kemem on a fresh ``dash-`` prefix, reinforcement off (counts and strengths stay put)."""
-    prefix = f"dash-{uuid.uuid4().hex[:8]}"
-    km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix, "reinforce": False}))
-    km.embedder = embedder
-    return km
-
-
-def drop(km: Kemem) -> None:
-    prefix = km.settings.index_prefix
-    km.close()
-    for name in km.engine.client.indices.get(index=f"{prefix}-*"):
-        km.engine.delete_index(name)
-    for kind in ("events", "entities"):
-        for db in ("user", "official"):
-            with contextlib.suppress(Exception):
-                km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
 
 
 @pytest.fixture()
