@@ -3,9 +3,10 @@ kind, the strength distribution, and recent clean-ups (from the history index).
 
 One round trip (``msearch``): a ``size: 0`` aggregation per memory alias plus one over the
 history. The caller's reach is applied here, inside the engine query, so a dashboard for an
-operator key never sees another agent's numbers: either one :class:`Scope` (its own filters) or a
-set of agent ids (a key's reach spans agents, which no single Scope expresses, so it is a terms
-filter on the same scope field that ``Scope.filters`` uses).
+operator key never sees another agent's numbers. A key's reach is a set of agents across both
+databases and all their users, which no single :class:`~kemem_es.store.scope.Scope` expresses
+(a user-database scope needs its user), so it is a terms filter on the scope's agent field, the
+field ``Scope.filters`` uses.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pydantic import BaseModel, Field
 from kemem_es.engine import Engine
 from kemem_es.errors import EngineUnavailable
 from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias
-from kemem_es.store.scope import Scope
 
 AGG_SIZE = 500  # agents × users listed at most (the dashboard is not an export)
 # Strength is unbounded (recall adds 15 a time); these edges keep the demo's 10-60 readable
@@ -67,11 +67,9 @@ class MemoryStats(BaseModel):
     truncated: bool = Field(False, description="more agents or users than AGG_SIZE")
 
 
-def reach_filters(agents: Collection[str] | None, scope: Scope | None = None) -> list[dict]:
-    """Engine filters for what the caller may see: one scope, a set of agents, or (None)
-    everything. An empty set of agents matches nothing."""
-    if scope is not None:
-        return scope.filters()
+def reach_filters(agents: Collection[str] | None) -> list[dict]:
+    """Engine filters for what the caller may see: a set of agents, or (None) everything.
+    An empty set matches nothing."""
     if agents is None:
         return []
     return [{"terms": {"agent_id": sorted(agents)}}]
@@ -140,15 +138,12 @@ def _answered(resp: dict[str, Any], alias: str, missing: list[str]) -> bool:
 
 
 def memory_stats(
-    engine: Engine,
-    agents: Collection[str] | None = None,
-    scope: Scope | None = None,
-    now: datetime | None = None,
+    engine: Engine, agents: Collection[str] | None = None, now: datetime | None = None
 ) -> MemoryStats:
     """Counts, strength distribution and clean-ups within the caller's reach (see module doc).
     A missing index counts as empty and is listed in ``missing``; other engine errors raise."""
     prefix = engine.settings.index_prefix
-    reach = reach_filters(agents, scope)
+    reach = reach_filters(agents)
     now = now or datetime.now(timezone.utc)
     pairs = [(db, kind) for db in DATABASES for kind in KINDS]
     searches = [(index_alias(prefix, db, kind), _memory_body(reach)) for db, kind in pairs]
