@@ -490,8 +490,9 @@ class Kemem:
         return self.memories.history(memory_id, scope)
 
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
-        """Counts per agent / user / database / kind, the strength distribution and recent
-        clean-ups (the dashboard's overview); ``agents`` limits it to those agents."""
+        """Engine health and version, counts per agent / user / database / kind, the strength
+        distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
+        numbers to those agents."""
         from kemem_es.store.stats import memory_stats
 
         with engine_errors("reading statistics"):

@@ -213,18 +213,58 @@ def test_explore_gives_signals_weights_and_the_chat_prompt(seeded: Kemem) -> Non
     assert r.status_code == 422 and "weights" in r.json()["error"]["message"]
 
 
+def test_metrics_summary_counts_queries_and_stage_percentiles() -> None:
+    """What the server's own Metrics recorded, summarised (the real /query → /metrics path is
+    exercised by the browser test against a real server)."""
+    pytest.importorskip("prometheus_client")
+    from kemem_es.server.dashboard.summary import summarize
+    from kemem_es.server.metrics import Metrics
+
+    m = Metrics()
+    empty = summarize(m.registry, 0.0)
+    assert empty["enabled"] and empty["queries"] == 0 and empty["stages"] == []
+    for ms in (2.0, 4.0, 30.0):
+        m.request("/query", "POST", 200, ms / 1000)
+        m.stages({"search_events": ms / 2, "tokenise": 0.2, "embed": 1.5, "total": ms})
+    m.request("/query_simple", "POST", 503, 0.001)
+    m.request("/query", "POST", 422, 0.001)
+    m.request("/v1/memories", "GET", 500, 0.001)  # not a query
+    m.degraded()
+    out = summarize(m.registry, 0.0)
+    assert out["queries"] == 5 and out["query_errors"] == 1 and out["query_rejected"] == 1
+    assert out["requests"] == 6 and out["degraded"] == 1
+    assert [s["stage"] for s in out["stages"]] == ["tokenise", "embed", "search_events", "total"]
+    total = out["stages"][-1]
+    assert total["count"] == 3 and total["mean_ms"] == pytest.approx(12.0)
+    assert 2.5 <= total["p50_ms"] <= 5.0 <= 25.0 <= total["p99_ms"] <= 50.0  # bucket bounds
+
+
 @pytest.mark.engine
-def test_metrics_summary_counts_queries_and_stage_percentiles(seeded: Kemem) -> None:
-    app = app_of(seeded, KEYS)
-    before = call(app, "GET", "/dashboard/api/metrics", headers=bearer("key-a")).json()
-    assert before["enabled"] and before["queries"] == 0 and before["stages"] == []
-    for _ in range(3):
-        r = call(app, "POST", "/query", json={"query": "豆包", **A}, headers=bearer("key-a"))
-        assert r.status_code == 200
-    call(app, "POST", "/query", json={"query": "豆包", **A, "limit": 0}, headers=bearer("key-a"))
-    m = call(app, "GET", "/dashboard/api/metrics", headers=bearer("key-a")).json()
-    assert m["queries"] == 4 and m["query_rejected"] == 1 and m["query_errors"] == 0
-    stages = {s["stage"]: s for s in m["stages"]}
-    assert stages["total"]["count"] == 3 and m["stages"][-1]["stage"] == "total"
-    assert 0 < stages["total"]["p50_ms"] <= stages["total"]["p99_ms"]
-    assert [s["stage"] for s in m["stages"]][:3] == ["tokenise", "expand", "embed"]
+def test_dashboard_over_async_kemem(seeded: Kemem) -> None:
+    """The server's core may be an AsyncKemem: the dashboard awaits its verbs (one event loop,
+    as under uvicorn: the async engine client is bound to it)."""
+    from kemem_es import AsyncKemem
+
+    akm = AsyncKemem(seeded.settings)
+    akm.core.embedder = seeded.embedder
+    app = create_app(akm, seeded.settings.model_copy(update={"server_api_keys": KEYS}))
+    loop = asyncio.new_event_loop()
+
+    async def go() -> tuple[Any, Any]:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            overview = await c.get("/dashboard/api/overview", headers=bearer("key-a"))
+            body = {"query": "豆包最近怎么样", **A, "score_threshold": 0.2}
+            explore = await c.post("/dashboard/api/explore", json=body, headers=bearer("key-a"))
+        await akm.aclose()
+        return overview, explore
+
+    try:
+        overview, explore = loop.run_until_complete(go())
+    finally:
+        loop.close()
+    assert overview.status_code == 200, overview.text
+    assert overview.json()["stats"]["by_agent"] == {"agent_a": 4}
+    assert explore.status_code == 200, explore.text
+    top = explore.json()["runs"][0]["response"]["memory_events"][0]
+    assert "豆包" in top["description"] and top["signals"]["kw"] > 0

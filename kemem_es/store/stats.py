@@ -1,8 +1,8 @@
 """Aggregate views of the store for the dashboard: memory counts per agent / user / database /
 kind, the strength distribution, and recent clean-ups (from the history index).
 
-One round trip (``msearch``): a ``size: 0`` aggregation per memory alias plus one over the
-history. The caller's reach is applied here, inside the engine query, so a dashboard for an
+Two round trips: the cluster's health, then one ``msearch`` with a ``size: 0`` aggregation per
+memory alias plus one over the history. The caller's reach is applied here, inside the engine query, so a dashboard for an
 operator key never sees another agent's numbers. A key's reach is a set of agents across both
 databases and all their users, which no single :class:`~kemem_es.store.scope.Scope` expresses
 (a user-database scope needs its user), so it is a terms filter on the scope's agent field, the
@@ -53,7 +53,17 @@ class CleanupDay(BaseModel):
     reasons: dict[str, int]
 
 
+class EngineInfo(BaseModel):
+    """Which engine answers, and the cluster's health."""
+
+    dialect: str
+    version: str
+    status: str | None = Field(None, description="green / yellow / red")
+    nodes: int | None = None
+
+
 class MemoryStats(BaseModel):
+    engine: EngineInfo
     total: int = 0
     by_db: dict[str, int] = Field(default_factory=dict)
     by_kind: dict[str, int] = Field(default_factory=dict)
@@ -140,8 +150,16 @@ def _answered(resp: dict[str, Any], alias: str, missing: list[str]) -> bool:
 def memory_stats(
     engine: Engine, agents: Collection[str] | None = None, now: datetime | None = None
 ) -> MemoryStats:
-    """Counts, strength distribution and clean-ups within the caller's reach (see module doc).
-    A missing index counts as empty and is listed in ``missing``; other engine errors raise."""
+    """Engine health, then counts, strength distribution and clean-ups within the caller's
+    reach (see module doc). A missing index counts as empty and is listed in ``missing``; other
+    engine errors raise."""
+    health = engine.health()
+    info = EngineInfo(
+        dialect=engine.dialect,
+        version=engine.version,
+        status=health.get("status"),
+        nodes=health.get("number_of_nodes"),
+    )
     prefix = engine.settings.index_prefix
     reach = reach_filters(agents)
     now = now or datetime.now(timezone.utc)
@@ -149,7 +167,7 @@ def memory_stats(
     searches = [(index_alias(prefix, db, kind), _memory_body(reach)) for db, kind in pairs]
     searches.append((history_alias(prefix), _cleanup_body(reach, now)))
     responses = engine.msearch(searches)
-    out = MemoryStats()
+    out = MemoryStats(engine=info)
     scopes: dict[tuple[str, str | None, str], ScopeCount] = {}
     buckets = [0] * len(STRENGTH_EDGES)
     total_strength, n_strength = 0.0, 0

@@ -7,14 +7,17 @@ The page itself holds no data and needs no key; everything it shows comes from t
 endpoints below (and the Memory API), which take the same ``Authorization: Bearer`` key as every
 other route and see only that key's agents.
 
-Endpoints are plain ``def`` on the shared ``app.state.kemem``, like the other routes, so moving
-to the async core is a matter of ``async def`` + ``await``.
+The JSON endpoints call the shared ``app.state.kemem`` through :func:`run`, which awaits an
+:class:`~kemem_es.async_kemem.AsyncKemem`'s verbs and runs a :class:`Kemem`'s in the thread pool,
+so the dashboard serves either core unchanged.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
 import time
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -22,6 +25,7 @@ from string import Template
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,7 +60,15 @@ def _asset(name: str) -> str:
 
 
 def _km(request: Request) -> Kemem:
+    """The server's Kemem or AsyncKemem (same verbs; call them through :func:`run`)."""
     return request.app.state.kemem
+
+
+async def run(verb: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An AsyncKemem verb awaited, a Kemem verb in the thread pool (it blocks on the engine)."""
+    if inspect.iscoroutinefunction(verb):
+        return await verb(*args, **kwargs)
+    return await run_in_threadpool(verb, *args, **kwargs)
 
 
 @router.get("", response_class=HTMLResponse)
@@ -90,28 +102,18 @@ def static(name: str) -> Response:
 
 # -- JSON for the page ---------------------------------------------------------------------
 @router.get("/api/overview")
-def overview(request: Request, access: Access = Depends(authenticate)) -> dict[str, Any]:
+async def overview(request: Request, access: Access = Depends(authenticate)) -> dict[str, Any]:
     """Memory statistics within the key's agents, engine health, the server's version."""
     km = _km(request)
-    engine: dict[str, Any]
     try:
-        health = km.engine.health()
-        engine = {
-            "ok": True,
-            "dialect": km.engine.dialect,
-            "version": km.engine.version,
-            "status": health.get("status"),
-            "nodes": health.get("number_of_nodes"),
-        }
-    except Exception as exc:  # an engine that cannot be reached is a state to show, not a 500
-        engine = {"ok": False, "reason": str(exc).split("\n")[0][:300] or type(exc).__name__}
-    stats: dict[str, Any] | None = None
-    stats_error = None
-    if engine["ok"]:
-        try:
-            stats = km.stats(agents=access.agents).model_dump()
-        except KememError as exc:
-            stats_error = str(exc)[:300]
+        stats = await run(km.stats, agents=access.agents)
+    except KememError as exc:  # an engine that cannot be reached is a state to show, not a 503
+        reason = str(exc).split("\n")[0][:300] or type(exc).__name__
+        engine: dict[str, Any] = {"ok": False, "reason": reason}
+        data = None
+    else:
+        data = stats.model_dump()
+        engine = {"ok": True, **data.pop("engine")}
     return {
         "server": {
             "version": __version__,
@@ -119,13 +121,12 @@ def overview(request: Request, access: Access = Depends(authenticate)) -> dict[s
             "agents": None if access.agents is None else sorted(access.agents),
         },
         "engine": engine,
-        "stats": stats,
-        "stats_error": stats_error,
+        "stats": data,
     }
 
 
 @router.get("/api/metrics")
-def metrics(request: Request, _: Access = Depends(authenticate)) -> dict[str, Any]:
+async def metrics(request: Request, _: Access = Depends(authenticate)) -> dict[str, Any]:
     """The server's request and per-stage counters (cumulative; the page derives rates)."""
     return summarize(request.app.state.metrics.registry, _STARTED)
 
@@ -161,7 +162,7 @@ def mode_weights(mode: str, weights: Weights) -> dict[str, float] | None:
 
 
 @router.post("/api/explore")
-def explore(
+async def explore(
     body: ExploreRequest, request: Request, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
     """Each mode's full answer with per-hit signals, the weights and threshold it used, and the
@@ -182,8 +183,8 @@ def explore(
     used = QueryParams(user_id=body.user_id, agent_id=body.agent_id, **options)
     runs = []
     for mode in dict.fromkeys(body.modes):  # the same mode twice is one run
-        resp = km.query(
-            body.query, user_id=body.user_id, agent_id=body.agent_id, mode=mode, **options
+        resp = await run(
+            km.query, body.query, user_id=body.user_id, agent_id=body.agent_id, mode=mode, **options
         )
         prompt = km.prompt(resp, now=body.now, user_name=body.user_name, agent_name=body.agent_name)
         runs.append(

@@ -97,7 +97,6 @@
     cards.append(card("server", "v" + data.server.version));
     cards.append(card("agents visible", data.server.agents === null ? "all" : data.server.agents.join(", ") || "none"));
     const st = data.stats;
-    if (data.stats_error) cards.append(card("statistics", data.stats_error, "bad"));
     if (!st) return;
     const users = st.scopes.filter((r) => r.db === "user").length;
     cards.append(
