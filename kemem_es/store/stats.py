@@ -2,11 +2,11 @@
 kind, the strength distribution, and recent clean-ups (from the history index).
 
 Two round trips: the cluster's health, then one ``msearch`` with a ``size: 0`` aggregation per
-memory alias plus one over the history. The caller's reach is applied here, inside the engine query, so a dashboard for an
-operator key never sees another agent's numbers. A key's reach is a set of agents across both
-databases and all their users, which no single :class:`~kemem_es.store.scope.Scope` expresses
-(a user-database scope needs its user), so it is a terms filter on the scope's agent field, the
-field ``Scope.filters`` uses.
+memory alias plus one over the history. The caller's reach is applied here, inside the engine
+query, so a dashboard for an operator key never sees another agent's numbers. A key's reach is
+a set of agents across both databases and all their users, which no single
+:class:`~kemem_es.store.scope.Scope` expresses (a user-database scope needs its user), so it is
+a terms filter on the scope's agent field, the field ``Scope.filters`` uses.
 """
 
 from __future__ import annotations
