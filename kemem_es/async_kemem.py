@@ -36,6 +36,7 @@ VERBS: tuple[str, ...] = (
     "delete_all",
     "count",
     "history",
+    "stats",
     "cleanup",
     "init",
     "index_file",

@@ -5,12 +5,12 @@ service runs the Memory API."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -36,6 +36,9 @@ from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.layout import KINDS, all_aliases
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+
+if TYPE_CHECKING:
+    from kemem_es.store.stats import MemoryStats
 
 log = logging.getLogger(__name__)
 
@@ -493,3 +496,12 @@ class Kemem:
         """Every recorded change of a memory, oldest first (also after it was deleted)."""
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope)
+
+    def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
+        """Engine health and version, counts per agent / user / database / kind, the strength
+        distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
+        numbers to those agents."""
+        from kemem_es.store.stats import memory_stats
+
+        with engine_errors("reading statistics"):
+            return memory_stats(self.engine, agents)

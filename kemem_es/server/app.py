@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
-from kemem_es.server import routes_memories, routes_query
+from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyRing, authenticate
 from kemem_es.server.errors import error_body, error_response, install_handlers
 from kemem_es.server.metrics import Metrics
@@ -200,4 +200,5 @@ def create_app(
 
     app.include_router(routes_query.router)
     app.include_router(routes_memories.router)
+    app.include_router(dashboard.router)
     return app
