@@ -143,6 +143,7 @@ class Kemem:
         user_id: str,
         agent_id: str,
         degrade: bool | None = None,
+        reinforce: bool | None = None,
         **options: Any,
     ) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams).
@@ -150,7 +151,8 @@ class Kemem:
         The engine part has one deadline, ``query_timeout_s`` for the whole call; a failure is
         a ``KememError`` (``EngineUnavailable``, ``DeadlineExceeded``...). ``degrade`` (default
         ``KEMEM_DEGRADE``): answer "no memories" instead, with ``additional_info.degraded`` and
-        the reason — for a chat turn that should go on without memory rather than fail."""
+        the reason — for a chat turn that should go on without memory rather than fail.
+        ``reinforce=False``: a look that is not a recall (no strength gained, no activity)."""
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
@@ -167,7 +169,8 @@ class Kemem:
         if self.hooks.after_search:
             ctx = HookContext(agent_id, user_id, "user", query=text)
             resp = self.hooks.run_after_search(resp, ctx)
-        self._recalled(params, resp)
+        if reinforce is not False:
+            self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
 
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
@@ -178,13 +181,13 @@ class Kemem:
         s = self.settings
         return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
 
-    def _recalled(self, params: QueryParams, resp: QueryResponse) -> None:
-        """Queue +strength for every memory the query returned (off the critical path)."""
+    def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
+        """The user was active; with ``strengthen``, queue +strength for every memory the
+        query returned (written in the background, off the critical path)."""
         user, official = query_scopes(params.agent_id, params.user_id)
-        if self.settings.reinforce:
-            keys = recall_keys(self.settings.index_prefix, user, official, resp)
-            if keys:
-                self.reinforcer.recalled(keys, datetime.now(timezone.utc))
+        keys = recall_keys(self.settings.index_prefix, user, official, resp) if strengthen else []
+        if keys:
+            self.reinforcer.recalled(keys, datetime.now(timezone.utc))
         self.reinforcer.active(user)
 
     def flush(self) -> int:

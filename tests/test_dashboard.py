@@ -17,7 +17,7 @@ httpx = pytest.importorskip("httpx")
 
 from dashboard_support import drop, make_kemem  # noqa: E402
 
-from kemem_es import Kemem  # noqa: E402
+from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.config import Settings  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 from kemem_es.server.dashboard.summary import quantile  # noqa: E402
@@ -29,12 +29,14 @@ XSS = '<script>alert(1)</script><img src=x onerror="window.__xss=1">'
 
 
 def call(app: Any, method: str, url: str, **kwargs: Any) -> Any:
+    """One request, on the app's own event loop (its AsyncKemem's client is bound to it)."""
+
     async def go() -> Any:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
             return await c.request(method, url, **kwargs)
 
-    return asyncio.run(go())
+    return app.state.test_loop.run_until_complete(go())
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -61,7 +63,13 @@ def seeded(engine_settings: Settings, embedder: Any) -> Iterator[Kemem]:
 
 
 def app_of(km: Kemem, keys: dict[str, list[str]] | None = None) -> Any:
-    return create_app(km, km.settings.model_copy(update={"server_api_keys": keys}))
+    """The server over an AsyncKemem with ``km``'s settings and model."""
+    akm = AsyncKemem(km.settings)
+    if "embedder" in km.__dict__:
+        akm.core.embedder = km.embedder
+    app = create_app(akm, km.settings.model_copy(update={"server_api_keys": keys}))
+    app.state.test_loop = asyncio.new_event_loop()
+    return app
 
 
 # -- the page -----------------------------------------------------------------------------

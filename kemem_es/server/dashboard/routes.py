@@ -7,17 +7,14 @@ The page itself holds no data and needs no key; everything it shows comes from t
 endpoints below (and the Memory API), which take the same ``Authorization: Bearer`` key as every
 other route and see only that key's agents.
 
-The JSON endpoints call the shared ``app.state.kemem`` through :func:`run`, which awaits an
-:class:`~kemem_es.async_kemem.AsyncKemem`'s verbs and runs a :class:`Kemem`'s in the thread pool,
-so the dashboard serves either core unchanged.
+The JSON endpoints await the server's shared :class:`~kemem_es.async_kemem.AsyncKemem`.
+Explorer queries are an operator looking, not a user recalling: they do not reinforce.
 """
 
 from __future__ import annotations
 
 import html
-import inspect
 import time
-from collections.abc import Callable
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -25,13 +22,12 @@ from string import Template
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from kemem_es import __version__
+from kemem_es.async_kemem import AsyncKemem
 from kemem_es.errors import KememError
-from kemem_es.kemem import Kemem
 from kemem_es.search.params import Mode, QueryParams, Weights
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.dashboard.summary import summarize
@@ -59,16 +55,8 @@ def _asset(name: str) -> str:
     return (resources.files(_PACKAGE) / name).read_text(encoding="utf-8")
 
 
-def _km(request: Request) -> Kemem:
-    """The server's Kemem or AsyncKemem (same verbs; call them through :func:`run`)."""
+def _km(request: Request) -> AsyncKemem:
     return request.app.state.kemem
-
-
-async def run(verb: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """An AsyncKemem verb awaited, a Kemem verb in the thread pool (it blocks on the engine)."""
-    if inspect.iscoroutinefunction(verb):
-        return await verb(*args, **kwargs)
-    return await run_in_threadpool(verb, *args, **kwargs)
 
 
 @router.get("", response_class=HTMLResponse)
@@ -106,7 +94,7 @@ async def overview(request: Request, access: Access = Depends(authenticate)) -> 
     """Memory statistics within the key's agents, engine health, the server's version."""
     km = _km(request)
     try:
-        stats = await run(km.stats, agents=access.agents)
+        stats = await km.stats(agents=access.agents)
     except KememError as exc:  # an engine that cannot be reached is a state to show, not a 503
         reason = str(exc).split("\n")[0][:300] or type(exc).__name__
         engine: dict[str, Any] = {"ok": False, "reason": reason}
@@ -166,8 +154,8 @@ async def explore(
     body: ExploreRequest, request: Request, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
     """Each mode's full answer with per-hit signals, the weights and threshold it used, and the
-    prompt text exactly as ``Kemem.prompt`` renders it for the chat. These are real queries:
-    what they return is reinforced like any recall (unless KEMEM_REINFORCE=false)."""
+    prompt text exactly as ``Kemem.prompt`` renders it for the chat. They run like the chat's
+    queries but do not reinforce what they return (nor mark the user active)."""
     access.check(body.agent_id)
     km = _km(request)
     options: dict[str, Any] = {"context": body.context, "limit": body.limit, "explain": True}
@@ -183,9 +171,10 @@ async def explore(
     used = QueryParams(user_id=body.user_id, agent_id=body.agent_id, **options)
     runs = []
     for mode in dict.fromkeys(body.modes):  # the same mode twice is one run
-        resp = await run(
-            km.query, body.query, user_id=body.user_id, agent_id=body.agent_id, mode=mode, **options
-        )
+        resp = await km.query(
+            body.query, user_id=body.user_id, agent_id=body.agent_id, mode=mode,
+            reinforce=False, **options,
+        )  # fmt: skip
         prompt = km.prompt(resp, now=body.now, user_name=body.user_name, agent_name=body.agent_name)
         runs.append(
             {
