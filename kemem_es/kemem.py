@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -17,7 +16,7 @@ from pydantic import ValidationError
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, offload
+from kemem_es.engine.bridge import Bridge, lazy, offload
 from kemem_es.engine.client import deadline, engine_errors
 from kemem_es.errors import EngineUnavailable, KememError, invalid_options
 from kemem_es.ingest.reader import read_jsonl
@@ -81,17 +80,17 @@ class Kemem:
         self._checked: set[tuple[str, str]] = set()
         self.hooks = Hooks()
 
-    @cached_property
+    @lazy
     def engine(self) -> Engine:
         return connect(self.settings, self._bridge)
 
-    @cached_property
+    @lazy
     def embedder(self) -> Any:
         from kemem_es.embed import load_embedder
 
         return load_embedder(self.settings)
 
-    @cached_property
+    @lazy
     def tokenizer(self) -> Any:
         from kemem_es.text import Tokenizer, default_tokenizer
         from kemem_es.text.tokenizer import USER_DICT_PATH
@@ -100,7 +99,7 @@ class Kemem:
             return Tokenizer(user_dict_paths=[USER_DICT_PATH, self.settings.user_dict])
         return default_tokenizer()
 
-    @cached_property
+    @lazy
     def expander(self) -> Any:
         from kemem_es.expand import Expander, Lexicon, default_lexicon
         from kemem_es.text import IdfTable, default_idf
@@ -114,7 +113,7 @@ class Kemem:
         idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
         return Expander(lexicon, self.tokenizer, idf)
 
-    @cached_property
+    @lazy
     def searcher(self) -> Any:
         from kemem_es.search.searcher import Searcher
 
@@ -174,7 +173,7 @@ class Kemem:
         return resp
 
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
-    @cached_property
+    @lazy
     def reinforcer(self) -> Reinforcer:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
@@ -262,7 +261,7 @@ class Kemem:
         return results
 
     # -- bulk writes ----------------------------------------------------------------------
-    @cached_property
+    @lazy
     def writer(self) -> BulkWriter:
         return BulkWriter(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 8)
 
@@ -318,14 +317,14 @@ class Kemem:
         agent = self.settings.default_agent_id if agent_id is None else agent_id
         return Scope.of(agent_id=agent, user_id=user_id, db=db)
 
-    @cached_property
+    @lazy
     def extractor(self) -> Extractor:
         """The LLM extractor (KEMEM_LLM_*); assign your own object with ``extract`` instead."""
         from kemem_es.memory.extract import extractor_from_settings
 
         return extractor_from_settings(self.settings)
 
-    @cached_property
+    @lazy
     def writes(self) -> WritePaths:
         return WritePaths(self.memories, self.hooks, lambda: self.extractor, self.reinforcer.active)
 
@@ -341,7 +340,7 @@ class Kemem:
         self.flush()
         return done
 
-    @cached_property
+    @lazy
     def memories(self) -> MemoryService:
         return MemoryService(self.engine, lambda: self.writer, self.settings.dedup_threshold)
 

@@ -27,7 +27,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import greenlet
 
@@ -77,7 +77,17 @@ class Bridge:
         if threading.get_ident() == self._loop_thread:
             _close(awaitable)  # blocking here would stall the very loop that must answer
             raise RuntimeError("an async engine call on the event loop outside Bridge.run")
-        return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop).result()
+        if not self.loop.is_running():
+            _close(awaitable)
+            raise RuntimeError("an async engine call while AsyncKemem's event loop is stopped")
+        future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop)
+        while True:  # never wait forever on a loop that stopped meanwhile
+            try:
+                return future.result(timeout=1.0)
+            except concurrent.futures.TimeoutError:
+                if not self.loop.is_running():
+                    future.cancel()
+                    raise RuntimeError("AsyncKemem's event loop stopped during a call") from None
 
 
 def in_async_call() -> bool:
@@ -112,6 +122,54 @@ def result_of(future: concurrent.futures.Future[T]) -> T:
     if isinstance(greenlet.getcurrent(), _Core):
         return await_here(asyncio.wrap_future(future))
     return future.result()
+
+
+class lazy(Generic[T]):
+    """``functools.cached_property`` that builds once even when several callers race for it:
+    threads, or async verbs whose build awaits the engine halfway (a plain lock would hang
+    the loop; two builds would leave two clients, two reinforcers). Later callers wait for
+    the first build; if it fails, the next caller tries again."""
+
+    def __init__(self, build: Callable[[Any], T]) -> None:
+        self.build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+        self._lock = threading.Lock()
+        self._building: dict[int, threading.Event] = {}
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        while True:
+            if self.name in obj.__dict__:
+                return obj.__dict__[self.name]
+            with self._lock:
+                done = self._building.get(id(obj))
+                mine = done is None
+                if mine:
+                    done = self._building[id(obj)] = threading.Event()
+            if mine:
+                try:
+                    obj.__dict__[self.name] = self.build(obj)
+                finally:
+                    with self._lock:
+                        del self._building[id(obj)]
+                    done.set()
+                return obj.__dict__[self.name]
+            _wait_for(done)
+
+
+def _wait_for(event: threading.Event) -> None:
+    """Wait for another caller's build, without blocking an event loop it may need."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Core):
+        event.wait()
+        return
+    while not event.is_set():
+        await_here(asyncio.sleep(0.002))
 
 
 class AwaitingClient:

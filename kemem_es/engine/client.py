@@ -57,7 +57,9 @@ def engine_errors(doing: str) -> Iterator[None]:
         if status_of(exc) == 429:
             raise Overloaded(text) from exc
         if "timeout" in type(exc).__name__.lower():
-            raise DeadlineExceeded(text) from exc
+            current = _DEADLINE.get()
+            within = f"within the query's deadline of {current[1]:g} s" if current else "in time"
+            raise DeadlineExceeded(f"{doing}: the search engine did not answer {within}") from exc
         raise EngineUnavailable(text) from exc
 
 
