@@ -67,6 +67,15 @@ class QueryParams(BaseModel):
         0.5, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )
     context_turns: int = Field(4, ge=0, le=20, description="earlier turns used (newest first)")
+    # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
+    # (MemDaily, 800 queries per user: fusion R@5 0.873 → 0.879, nDCG@10 0.931 → 0.938; the
+    # dialogue dev set, whose utterances are mostly one sentence: unchanged; bench/results).
+    sentence_weight: float = Field(
+        0.5, ge=0, le=1, description="vector term = (1−w)·whole query + w·best sentence"
+    )
+    max_sentences: int = Field(
+        4, ge=0, le=8, description="newest sentences of the utterance embedded on their own"
+    )
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     now: datetime | None = None
