@@ -106,7 +106,9 @@ def dump(args: argparse.Namespace) -> list[Doc]:
     es = EvalSet.load(args.data)
     km = make_kemem(args.prefix or "bench-q-md")
     vecs = embeddings(km, [d["text"] for d in es.docs], "int8")
-    by_id = {(POOL if args.pooled else "") + d["doc_id"]: v for d, v in zip(es.docs, vecs)}
+    by_id = {
+        (POOL if args.pooled else "") + d["doc_id"]: v for d, v in zip(es.docs, vecs, strict=True)
+    }
     for k, q in enumerate(sample(es.queries, args.n, seed=1 if args.pooled else 0)):
         user = POOL + source_file(q["namespace"]) if args.pooled else q["namespace"]
         now = datetime.fromisoformat(q["timestamp"])
@@ -183,24 +185,32 @@ def fit_linear(train: Sequence[Doc]) -> np.ndarray:
     return model.coef_[0]
 
 
+def _minmax(x: np.ndarray) -> np.ndarray:
+    return (x - x.min()) / (x.max() - x.min() + 1e-9)
+
+
 def methods(data: Sequence[Doc]) -> dict[str, Callable[[Doc], list[str]]]:
-    def minmax(x: np.ndarray) -> np.ndarray:
-        return (x - x.min()) / (x.max() - x.min() + 1e-9)
+    def by(score: Callable[[Doc], np.ndarray]) -> Callable[[Doc], list[str]]:
+        return lambda d: top(d, score(d))
 
     out: dict[str, Callable[[Doc], list[str]]] = {
-        "fusion (engine formula)": lambda d: top(d, fusion(d)),
+        "fusion (engine formula)": by(fusion),
         "bm25": lambda d: top(d, d["bm25"], d["bm25"] > 0),
-        "vector": lambda d: top(d, vec(d)),
+        "vector": by(vec),
         "rrf": rrf,
-        "fusion without sentence vectors": lambda d: top(d, fusion(d, s=0.0)),
-        "vector without sentence vectors": lambda d: top(d, vec(d, 0.0)),
-        "fusion kw 0.5 / vec 0.45": lambda d: top(d, fusion(d, 0.5, 0.45)),
-        "fusion + 0.1 bm25/(bm25+4)": lambda d: top(d, fusion(d) + 0.1 * features(d)[:, 2]),
-        "min-max of both over the scope": lambda d: top(d, 0.3 * minmax(d["cov"]) + 0.7 * minmax(vec(d))),
-        "kw + z-score of vec over the scope": lambda d: top(d, 0.5 * d["cov"] + 0.5 * features(d)[:, 3]),
-        "fusion + 0.1 × rrf rank term": lambda d: top(d, fusion(d) + 0.1 * features(d)[:, 5:].sum(1)),
-        "pseudo-relevance feedback (top 1, 0.3)": lambda d: top(d, prf(d)),
-    }  # fmt: skip
+        "fusion without sentence vectors": by(lambda d: fusion(d, s=0.0)),
+        "vector without sentence vectors": by(lambda d: vec(d, 0.0)),
+        "fusion kw 0.5 / vec 0.45": by(lambda d: fusion(d, 0.5, 0.45)),
+        "fusion + 0.1 bm25/(bm25+4)": by(lambda d: fusion(d) + 0.1 * features(d)[:, 2]),
+        "min-max of both over the scope": by(
+            lambda d: 0.3 * _minmax(d["cov"]) + 0.7 * _minmax(vec(d))
+        ),
+        "kw + z-score of vec over the scope": by(
+            lambda d: 0.5 * d["cov"] + 0.5 * features(d)[:, 3]
+        ),
+        "fusion + 0.1 × rrf rank term": by(lambda d: fusion(d) + 0.1 * features(d)[:, 5:].sum(1)),
+        "pseudo-relevance feedback (top 1, 0.3)": by(prf),
+    }
     for name, train_half in (("linear model fitted on half a", "a"), ("… on half b", "b")):
         w = fit_linear([d for d in data if d["half"] == train_half])
         out[name] = lambda d, w=w: top(d, features(d) @ w)
@@ -222,7 +232,7 @@ def evaluate(args: argparse.Namespace) -> None:
         print(
             f"{name:42s} {row[0]['recall@5']:6.3f} {row[0]['ndcg@10']:6.3f} "
             f"{row[1]['recall@5']:6.3f} {row[2]['recall@5']:6.3f}"
-        )  # fmt: skip
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
