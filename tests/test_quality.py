@@ -281,3 +281,36 @@ def test_explained_vec_is_the_weighted_whole_and_best_sentence() -> None:
     assert signals.vec == pytest.approx((0.8 * 3.0 + 0.9 * 1.0) / 4.0, abs=1e-4)
     only_whole = {"value": 0.0, "description": "sum of:", "details": [fn(0.8, 3.0)]}
     assert signals_from_explanation(only_whole).vec == pytest.approx(0.8)
+
+
+def test_query_vector_embeds_sentences_only_for_several() -> None:
+    import numpy as np
+
+    from kemem_es.search.searcher import Searcher
+    from kemem_es.text.dialogue import Turn
+
+    calls: list[list[str]] = []
+
+    class Emb:
+        def embed(self, texts):
+            calls.append(list(texts))
+            # the dialogue window (turns joined by line breaks) points away from 狗
+            return np.array(
+                [[1.0, 0.0] if "狗" in t and "\n" not in t else [0.0, 1.0] for t in texts]
+            )
+
+        def embed_one(self, text):
+            return self.embed([text])[0]
+
+    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    p = QueryParams(agent_id="a", user_id="u")
+    _, _, parts = s.query_vector("我那只狗最近好像胖了", [], p)
+    assert parts == [] and calls == [["我那只狗最近好像胖了"]]  # one sentence: as before
+    _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [], p)
+    assert parts == [[1.0, 0.0], [0.0, 1.0]]
+    _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [Turn("A", "嗯")], p)
+    w = p.utterance_weight  # each sentence is blended with the dialogue window like the whole
+    expected = np.array([w, 1 - w]) / np.linalg.norm([w, 1 - w])
+    assert parts[0] == pytest.approx(expected.tolist(), abs=1e-5)
+    off = QueryParams(agent_id="a", user_id="u", sentence_weight=0)
+    assert s.query_vector("我那只狗最近好像胖了。今天天气真好", [], off)[2] == []
