@@ -356,3 +356,8 @@ def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
         fused = sum(w[k] * getattr(e.signals, k) for k in w)
         if 0.0 < e.signals.vec < 1.0:
             assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)
+    # the approximate path rescores its window with the same formula
+    approx = q(km, "最近总是失眠，晚上睡不着。周末想去海边放风筝", path="approx")
+    exact = {e.index: e.score for e in resp.memory_events}
+    for e in approx.memory_events:
+        assert e.score == pytest.approx(exact[e.index], abs=1e-4)
