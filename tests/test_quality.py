@@ -192,6 +192,7 @@ def test_only_utterances_of_several_real_sentences_are_split() -> None:
     assert sentences(q, 4) == ["舅舅他们单位叫什么名字来着", "另外，建筑技艺交流盛宴的地点是什么"]
     assert sentences("我那只狗最近好像胖了", 4) == []  # one sentence: the whole is enough
     assert sentences("好累。胃又疼了", 4) == []  # "好累" is too short to stand on its own
+    assert sentences("哈哈哈哈！我那只狗最近好像胖了", 4) == []  # laughter is no sentence
     assert sentences("今天天气真好，阳光明媚！\n你还记得那位老师吗", 4) == [
         "今天天气真好，阳光明媚",
         "你还记得那位老师吗",

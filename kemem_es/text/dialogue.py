@@ -70,7 +70,8 @@ SENTENCE_MIN_CHARS = 4  # "好累。" carries too little meaning to be a sentenc
 
 def sentences(text: str, max_sentences: int) -> list[str]:
     """The sentences of a multi-sentence utterance (the newest ``max_sentences``, in order),
-    or ``[]`` when it has fewer than two of at least ``SENTENCE_MIN_CHARS`` characters.
+    or ``[]`` when it has fewer than two of at least ``SENTENCE_MIN_CHARS`` characters that are
+    not small talk (哈哈哈哈 matches nothing worth recalling).
 
     One vector for "今天天气真好…我真正想问的是，那位语文老师的生日是哪天？" averages the
     small talk into the question; a memory that answers one sentence should match that
@@ -78,7 +79,7 @@ def sentences(text: str, max_sentences: int) -> list[str]:
     if max_sentences < 2:
         return []
     parts = [p.strip(" \t，,、") for p in _SENTENCE_END.split(text)]
-    parts = [p for p in parts if len(p) >= SENTENCE_MIN_CHARS]
+    parts = [p for p in parts if len(p) >= SENTENCE_MIN_CHARS and not is_small_talk(p)]
     return parts[-max_sentences:] if len(parts) >= 2 else []
 
 
