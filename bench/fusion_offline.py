@@ -17,6 +17,7 @@ Reproduces the engine's R@5 to ±0.005 (rrf: its windows; two_stage is not model
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import sys
 from collections.abc import Callable, Sequence
@@ -95,7 +96,9 @@ def dump(args: argparse.Namespace) -> list[Doc]:
         for q in load_queries():
             text, context = query_text(q)
             now = datetime.fromisoformat(q["now"])
-            p = QueryParams(user_id=q["user_id"], agent_id=q["agent_id"], context=context, now=now)
+            p = QueryParams(
+                user_id=q["user_id"], agent_id=q["agent_id"], context=context, now=now, **args.set
+            )
             half = "a" if int(q["qid"].rsplit("-", 1)[1]) % 2 else "b"
             sig = _signals(km, text, p, None)
             out.append({"qid": q["qid"], "half": half, "gold": gold[q["qid"]], **sig})
@@ -112,7 +115,9 @@ def dump(args: argparse.Namespace) -> list[Doc]:
     for k, q in enumerate(sample(es.queries, args.n, seed=1 if args.pooled else 0)):
         user = POOL + source_file(q["namespace"]) if args.pooled else q["namespace"]
         now = datetime.fromisoformat(q["timestamp"])
-        p = QueryParams(user_id=user, agent_id=AGENT, now=now, expand=False, entity_limit=0)
+        p = QueryParams(
+            user_id=user, agent_id=AGENT, now=now, expand=False, entity_limit=0, **args.set
+        )
         sig = _signals(km, q["text"], p, by_id)
         sig["ids"] = [i.removeprefix(POOL) for i in sig["ids"]]
         half = "a" if k % 2 else "b"
@@ -245,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--pooled", action="store_true")
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)
+    d.add_argument("--set", type=json.loads, default={}, help="JSON of QueryParams overrides")
     e = sub.add_parser("eval")
     e.add_argument("file", type=Path)
     args = p.parse_args(argv)
