@@ -73,7 +73,11 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
         (params.now - datetime.fromisoformat(rows[i]["t"][:19])).days if rows[i]["t"] else 0
         for i in ids
     ]
+    weighted = [w for w in words if w.weighted and w.weight > 0]
     return {
+        "kw_total": float(sum(w.weight for w in weighted)),
+        "kw_utt": float(sum(w.weight for w in weighted if not w.context)),
+        "n_words": len(weighted),
         "ids": ids,
         "cov": np.minimum([rows[i].get("cov", 0.0) for i in ids], 1.0),
         "bm25": np.asarray([rows[i].get("bm25", 0.0) for i in ids]),
