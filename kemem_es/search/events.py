@@ -82,7 +82,9 @@ def calibrated(raw: float, offset: float) -> float:
     return min(max(raw - offset, 0.0), 1.0)
 
 
-def sentence_share(params: QueryParams, weights: dict[str, float], parts: Sequence) -> float:
+def sentence_share(
+    params: QueryParams, weights: dict[str, float], parts: Sequence[Sequence[float]]
+) -> float:
     """The share of the vector weight that goes to the best sentence (0: no sentences)."""
     return params.sentence_weight if parts and weights.get("vec", 0.0) > 0 else 0.0
 

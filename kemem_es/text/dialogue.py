@@ -75,7 +75,7 @@ def sentences(text: str, max_sentences: int) -> list[str]:
 
     One vector for "今天天气真好…我真正想问的是，那位语文老师的生日是哪天？" averages the
     small talk into the question; a memory that answers one sentence should match that
-    sentence's vector (see events.vector_terms)."""
+    sentence's vector (see events.sentence_clause)."""
     if max_sentences < 2:
         return []
     parts = [p.strip(" \t，,、") for p in _SENTENCE_END.split(text)]
