@@ -36,6 +36,7 @@ from kemem_es.text.dialogue import (
     dialogue_window,
     is_small_talk,
     keep_end,
+    sentences,
     split_label,
 )
 
@@ -266,21 +267,21 @@ class Searcher:
 
     def query_vector(
         self, text: str, turns: Sequence[Turn], params: QueryParams
-    ) -> tuple[list[float], bool]:
+    ) -> tuple[list[float], bool, list[list[float]]]:
         """The utterance's vector, blended with the dialogue window's (the newest turns that
         fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
-        Returns the vector and whether the window had to drop older turns."""
+        Returns the vector, whether the window had to drop older turns, and the vectors of the
+        utterance's sentences when it has several (blended with the window the same way)."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
+        pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
+        parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
         if not turns or params.utterance_weight >= 1.0:
             vec = self.embedder.embed_one(utterance).astype(float)
-            return np.round(vec, 5).tolist(), len(text) > EMBED_MAX_CHARS
+            return _rounded(vec), len(text) > EMBED_MAX_CHARS, [_rounded(p) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_CHARS)
         u, d = self.embedder.embed([utterance, window]).astype(float)
         w = params.utterance_weight
-        vec = w * u + (1.0 - w) * d
-        vec /= max(float(np.linalg.norm(vec)), 1e-12)
-        # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
-        return np.round(vec, 5).tolist(), cut
+        return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -307,6 +308,7 @@ class Searcher:
         words: Sequence[SearchWord],
         vector: Sequence[float],
         now: datetime,
+        parts: Sequence[Sequence[float]] = (),
     ) -> tuple[list[tuple[Database, dict[str, Any], float, dict[str, float] | None]], list[str]]:
         """(db, hit, score, signals) best first, after threshold and limit; scores calibrated.
         Also the databases whose events index is missing: the others still answer (a missing
@@ -323,7 +325,7 @@ class Searcher:
         dbs: list[Database] = []
         for db in DATABASES:
             args = (self.engine, db, params, clauses, vector, now, self._approx(db, params))
-            for body in _mode_bodies(params, args):
+            for body in _mode_bodies(params, args, parts):
                 searches.append((index_alias(prefix, db, "events"), body))
                 dbs.append(db)
         responses = self.engine.msearch(searches)
@@ -471,7 +473,7 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
-        vector, trimmed = offload(self.query_vector, utterance, turns, params)
+        vector, trimmed, parts = offload(self.query_vector, utterance, turns, params)
         clock.lap("embed")
         self.learn_names()  # may search the engine: not inside the offloaded CPU stage
         base, tokens, expanded, words = offload(self.words, utterance, params, clock, turns, vector)
@@ -480,7 +482,7 @@ class Searcher:
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
-        event_hits, missing = self.search_events(params, [*words, *bridges], vector, now)
+        event_hits, missing = self.search_events(params, [*words, *bridges], vector, now, parts)
         clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
@@ -556,6 +558,16 @@ class Searcher:
         return out
 
 
+def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:
+    vec = w * u + (1.0 - w) * d
+    return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+
+def _rounded(vec: np.ndarray) -> list[float]:
+    """Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries."""
+    return np.round(vec, 5).tolist()
+
+
 def _mode_weights(params: QueryParams) -> dict[str, float]:
     """The signal weights a mode's scores are made of."""
     if params.mode == "bm25":
@@ -565,12 +577,15 @@ def _mode_weights(params: QueryParams) -> dict[str, float]:
     return params.weights.model_dump()
 
 
-def _mode_bodies(params: QueryParams, args: tuple) -> list[dict[str, Any]]:
+def _mode_bodies(
+    params: QueryParams, args: tuple, parts: Sequence[Sequence[float]] = ()
+) -> list[dict[str, Any]]:
     """The event search bodies of one database for the chosen mode (rrf: one list per signal).
-    fusion and two_stage score keyword coverage; bm25 and rrf keep BM25 (saturated)."""
+    fusion and two_stage score keyword coverage; bm25 and rrf keep BM25 (saturated). Every
+    mode with a vector term gets the sentence vectors (``parts``)."""
     threshold = params.score_threshold
     if params.mode == "fusion":
-        return [ev.event_body(*args, min_score=threshold)]
+        return [ev.event_body(*args, min_score=threshold, parts=parts)]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [
@@ -579,15 +594,15 @@ def _mode_bodies(params: QueryParams, args: tuple) -> list[dict[str, Any]]:
             )
         ]
     if params.mode == "vector":
-        return [ev.event_body(*args, weights={"vec": 1.0}, min_score=threshold)]
+        return [ev.event_body(*args, weights={"vec": 1.0}, min_score=threshold, parts=parts)]
     if params.mode == "two_stage":
-        return [ev.two_stage_body(*args)]
+        return [ev.two_stage_body(*args, parts=parts)]
     window = max(params.limit * 4, 20)
     return [
         ev.event_body(
             *args, weights={"kw": 1.0}, size=window, require_keyword=True, coverage=False
         ),
-        ev.event_body(*args, weights={"vec": 1.0}, size=window),
+        ev.event_body(*args, weights={"vec": 1.0}, size=window, parts=parts),
     ]
 
 
