@@ -14,14 +14,12 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from datetime import datetime
 from typing import Any
 
 from kemem_es.config import Settings
 from kemem_es.engine.bridge import AwaitingClient, Bridge
 from kemem_es.kemem import Kemem
 from kemem_es.memory.hooks import Hooks
-from kemem_es.search.response import QueryResponse
 
 # Kemem's verbs that AsyncKemem offers awaitable, with the same arguments and results.
 VERBS: tuple[str, ...] = (
@@ -67,16 +65,10 @@ class AsyncKemem:
         """before_write / after_search hooks; ``async def`` hooks are awaited on the loop."""
         return self.core.hooks
 
-    def prompt(
-        self,
-        response: QueryResponse,
-        now: datetime | None = None,
-        user_name: str | None = None,
-        agent_name: str | None = None,
-        exclude_texts: tuple[str, ...] = (),
-    ) -> str:
-        """SPEC §5 prompt text (pure formatting: nothing to await)."""
-        return self.core.prompt(response, now, user_name, agent_name, exclude_texts)
+    @functools.wraps(Kemem.prompt)
+    def prompt(self, *args: Any, **kwargs: Any) -> str:
+        """SPEC §5 prompt text: pure formatting, nothing to await (see ``Kemem.prompt``)."""
+        return self.core.prompt(*args, **kwargs)
 
     async def aclose(self) -> None:
         """Finish background extractions and reinforcement, then close the client."""

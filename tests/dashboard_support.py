@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Any
+
+from support import drop_prefix
 
 from kemem_es import Kemem
 from kemem_es.config import Settings
@@ -19,11 +20,5 @@ def make_kemem(engine_settings: Settings, embedder: Any) -> Kemem:
 
 
 def drop(km: Kemem) -> None:
-    prefix = km.settings.index_prefix
     km.close()
-    for name in km.engine.client.indices.get(index=f"{prefix}-*"):
-        km.engine.delete_index(name)
-    for kind in ("events", "entities"):
-        for db in ("user", "official"):
-            with contextlib.suppress(Exception):
-                km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
+    drop_prefix(km)

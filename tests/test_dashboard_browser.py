@@ -18,10 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +28,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from dashboard_support import drop, make_kemem  # noqa: E402
+from support import serve_process  # noqa: E402
 
 from kemem_es import Kemem  # noqa: E402
 from kemem_es.kemem import DEMO_FILES, demo_path  # noqa: E402
@@ -68,12 +65,6 @@ def _require_browser() -> None:
     pytest.skip(why)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def demo(engine_settings: Any, embedder: Any) -> Iterator[Kemem]:
     """The demo corpus and the markup memory under a fresh ``dash-`` prefix."""
@@ -90,7 +81,6 @@ def demo(engine_settings: Any, embedder: Any) -> Iterator[Kemem]:
 @pytest.fixture(scope="module")
 def server(demo: Kemem) -> Iterator[str]:
     """``kemem-es serve`` on a free loopback port, with an operator key for qiyu only."""
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_SERVER_")}
     env.update(
         PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
@@ -100,29 +90,8 @@ def server(demo: Kemem) -> Iterator[str]:
         KEMEM_REINFORCE="false",
         KEMEM_SERVER_API_KEYS=json.dumps({KEY: [AGENT], "k-root": ["*"]}),
     )
-    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("kemem-es serve did not come up in 60 s")
+    with serve_process(env) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -17,6 +15,8 @@ import pytest
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
+
+from support import serve_process  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
@@ -385,12 +385,6 @@ def test_request_log_line_has_no_user_text(seeded: Kemem, caplog) -> None:
 
 
 # -- the real process ---------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _env(km: Kemem | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_SERVER_")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
@@ -403,29 +397,8 @@ def _env(km: Kemem | None = None) -> dict[str, str]:
 
 @pytest.fixture()
 def served(seeded: Kemem) -> Iterator[str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=_env(seeded), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("kemem-es serve did not come up in 30 s")
+    with serve_process(_env(seeded), up_within_s=30) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.engine
