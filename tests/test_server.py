@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -457,3 +458,58 @@ def test_loopback_check() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5")
     assert not is_loopback("example.com")
+
+
+# -- golden contract ----------------------------------------------------------------------
+GOLDEN = os.path.join(REPO, "tests", "golden")
+
+
+def _pinned(obj: Any) -> Any:
+    """The response with what legitimately varies run to run made symbolic: timings become
+    their stage names, scores (also inside log lines) and other floats their type. Keys, their order, ids, texts,
+    logs, words and types stay exact."""
+    if isinstance(obj, dict):
+        return {k: (sorted(v) if k == "检索耗时" else _pinned(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_pinned(v) for v in obj]
+    if isinstance(obj, str):  # log lines quote the score
+        return re.sub(r"score=\d+\.\d+", "score=<float>", obj)
+    return "<float>" if isinstance(obj, float) else obj
+
+
+@pytest.mark.engine
+def test_query_matches_the_golden_v23_json(kemem: Kemem) -> None:
+    """``/query`` and ``/query_simple`` byte for byte as the seed's clients read them (apart
+    from timings and score values). Regenerate after a deliberate change with
+    KEMEM_UPDATE_GOLDEN=1."""
+    import json
+
+    kemem.init()
+    kemem.index_records(
+        [
+            {**A, "id": "ev-1", "description": "木木带豆包去公园散步，豆包追着鸽子跑了一圈",
+             "created_at": "2025-03-01 09:00:00", "place": "公园", "scene": "遛狗",
+             "keywords": ["豆包", "公园"], "deepinsight": "这表明了木木很爱豆包。"},
+            {**A, "id": "ev-2", "description": "木木加班到深夜，点了一份麻辣烫",
+             "created_at": "2025-02-01 23:00:00"},
+        ],
+        "events",
+    )  # fmt: skip
+    kemem.index_records([{**A, "id": "en-1", **ENTITY}], "entities")
+    c = client(kemem)
+    body = {"query": "豆包最近怎么样", **A, "limit": 5, "score_threshold": 0.0,
+            "now": "2025-06-01T12:00:00"}  # fmt: skip
+    got = {
+        "query": _pinned(c.post("/query", json=body).json()),
+        "query_simple": c.post("/query_simple", json=body).json(),
+        "error": c.post("/query", json={**body, "limit": 0}).json(),
+    }
+    path = os.path.join(GOLDEN, "query_v23.json")
+    if os.environ.get("KEMEM_UPDATE_GOLDEN"):
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(got, f, ensure_ascii=False, indent=2)
+            f.write("\n")
+    with open(path, encoding="utf-8") as f:
+        want = json.load(f)
+    assert json.dumps(got, ensure_ascii=False) == json.dumps(want, ensure_ascii=False)
