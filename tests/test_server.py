@@ -466,8 +466,8 @@ GOLDEN = os.path.join(REPO, "tests", "golden")
 
 def _pinned(obj: Any) -> Any:
     """The response with what legitimately varies run to run made symbolic: timings become
-    their stage names, scores (also inside log lines) and other floats their type. Keys, their order, ids, texts,
-    logs, words and types stay exact."""
+    their stage names, scores (also inside log lines) and other floats their type. Keys, their
+    order, ids, texts, logs, words and types stay exact."""
     if isinstance(obj, dict):
         return {k: (sorted(v) if k == "检索耗时" else _pinned(v)) for k, v in obj.items()}
     if isinstance(obj, list):
