@@ -37,7 +37,12 @@ class Settings(BaseSettings):
     es_verify_certs: bool = True
     es_timeout_s: float = Field(default=30.0, gt=0, description="writes and admin calls")
     query_timeout_s: float = Field(
-        default=5.0, gt=0, description="each search request of a query: the chat path's deadline"
+        default=3.0, gt=0, description="a whole query, all its engine requests: the chat deadline"
+    )
+    degrade: bool = Field(
+        default=False,
+        description="Kemem.query answers no memories (marked degraded, with the reason) when "
+        "the engine is down or slow, instead of raising",
     )
     es_max_retries: int = Field(default=1, ge=0, le=5, description="on a dropped connection only")
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
@@ -103,6 +108,9 @@ class Settings(BaseSettings):
     )
     server_max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="largest request body (413 above)"
+    )
+    server_max_inflight: int = Field(
+        default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
     @model_validator(mode="after")

@@ -14,6 +14,14 @@ class EngineUnavailable(KememError):
     """The search engine cannot be reached or answered with something unusable."""
 
 
+class DeadlineExceeded(EngineUnavailable):
+    """A query ran out of its time budget (``query_timeout_s``) before the engine answered."""
+
+
+class Overloaded(EngineUnavailable):
+    """The engine refused work because it is busy (HTTP 429): retry later."""
+
+
 class EngineSetupError(KememError):
     """The local engine cannot be installed or started (missing JDK, Maven, port in use...)."""
 

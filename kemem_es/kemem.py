@@ -5,20 +5,20 @@ service runs the Memory API."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.client import engine_errors
-from kemem_es.errors import KememError, invalid_options
+from kemem_es.engine.bridge import Bridge, lazy, offload
+from kemem_es.engine.client import deadline, engine_errors
+from kemem_es.errors import EngineUnavailable, KememError, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -30,11 +30,14 @@ from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.search.params import QueryParams
-from kemem_es.search.response import QueryResponse, SimpleResponse
+from kemem_es.search.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.layout import KINDS
+from kemem_es.store.layout import KINDS, all_aliases
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+
+if TYPE_CHECKING:
+    from kemem_es.store.stats import MemoryStats
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,15 @@ DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
     ("user_entities.jsonl", "entities", "user"),
     ("user_events.jsonl", "events", "user"),
 )
+
+
+def _degraded(text: str, params: QueryParams, reason: str) -> QueryResponse:
+    """The empty-but-valid answer of a degraded query."""
+    info = AdditionalInfo(
+        timings_ms={}, query=text, tokens=[], base_words=[], expanded_words=[], mode=params.mode,
+        degraded=True, degraded_reason=reason,
+    )  # fmt: skip
+    return QueryResponse(additional_info=info)
 
 
 def demo_path(name: str) -> Path:
@@ -58,22 +70,27 @@ class Kemem:
     >>> km.init(); km.index_file(Path("events.jsonl"), kind="events", db="user")
     """
 
-    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+    def __init__(
+        self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
+    ) -> None:
+        """``bridge``: run on the official async clients over that bridge (what AsyncKemem
+        does; see engine/bridge.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
+        self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
         self.hooks = Hooks()
 
-    @cached_property
+    @lazy
     def engine(self) -> Engine:
-        return connect(self.settings)
+        return connect(self.settings, self._bridge)
 
-    @cached_property
+    @lazy
     def embedder(self) -> Any:
         from kemem_es.embed import load_embedder
 
         return load_embedder(self.settings)
 
-    @cached_property
+    @lazy
     def tokenizer(self) -> Any:
         from kemem_es.text import Tokenizer, default_tokenizer
         from kemem_es.text.tokenizer import USER_DICT_PATH
@@ -82,7 +99,7 @@ class Kemem:
             return Tokenizer(user_dict_paths=[USER_DICT_PATH, self.settings.user_dict])
         return default_tokenizer()
 
-    @cached_property
+    @lazy
     def expander(self) -> Any:
         from kemem_es.expand import Expander, Lexicon, default_lexicon
         from kemem_es.text import IdfTable, default_idf
@@ -96,48 +113,87 @@ class Kemem:
         idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
         return Expander(lexicon, self.tokenizer, idf)
 
-    @cached_property
+    @lazy
     def searcher(self) -> Any:
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
-        searcher.warm_up()
+        offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 
-    def query(self, text: str, *, user_id: str, agent_id: str, **options: Any) -> QueryResponse:
-        """Recall events and entities for one utterance (options: see QueryParams)."""
+    def readiness(self) -> dict[str, Any]:
+        """The engine's dialect and version, and which of the prefix's indices are missing."""
+        with engine_errors("checking readiness"):
+            engine = self.engine
+            aliases = all_aliases(self.settings.index_prefix)
+            missing = [a for a in aliases if not engine.index_exists(a)]
+        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+
+    def warm_up(self) -> None:
+        """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
+        first query would otherwise pay for (a server calls this before it takes traffic)."""
+        with engine_errors("warming up"):
+            _ = self.searcher
+
+    def query(
+        self,
+        text: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        degrade: bool | None = None,
+        reinforce: bool | None = None,
+        **options: Any,
+    ) -> QueryResponse:
+        """Recall events and entities for one utterance (options: see QueryParams).
+
+        The engine part has one deadline, ``query_timeout_s`` for the whole call; a failure is
+        a ``KememError`` (``EngineUnavailable``, ``DeadlineExceeded``...). ``degrade`` (default
+        ``KEMEM_DEGRADE``): answer "no memories" instead, with ``additional_info.degraded`` and
+        the reason — for a chat turn that should go on without memory rather than fail.
+        ``reinforce=False``: a look that is not a recall (no strength gained, no activity)."""
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
             raise invalid_options(exc) from None
-        with engine_errors("searching"):
-            resp = self.searcher.query(text, params)
+        try:
+            self.warm_up()  # loading is not the query's time: the deadline starts after it
+            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+                resp = self.searcher.query(text, params)
+        except EngineUnavailable as exc:
+            if not (self.settings.degrade if degrade is None else degrade):
+                raise
+            log.warning("query degraded: %s", type(exc).__name__)  # the text may quote input
+            return _degraded(text, params, str(exc))
         if self.hooks.after_search:
             ctx = HookContext(agent_id, user_id, "user", query=text)
             resp = self.hooks.run_after_search(resp, ctx)
-        self._recalled(params, resp)
+        if reinforce is not False:
+            self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
 
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
-    @cached_property
+    @lazy
     def reinforcer(self) -> Reinforcer:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
         return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
 
-    def _recalled(self, params: QueryParams, resp: QueryResponse) -> None:
-        """Queue +strength for every memory the query returned (off the critical path)."""
+    def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
+        """The user was active; with ``strengthen``, queue +strength for every memory the
+        query returned (written in the background, off the critical path)."""
         user, official = query_scopes(params.agent_id, params.user_id)
-        if self.settings.reinforce:
-            keys = recall_keys(self.settings.index_prefix, user, official, resp)
-            if keys:
-                self.reinforcer.recalled(keys, datetime.now(timezone.utc))
+        keys = recall_keys(self.settings.index_prefix, user, official, resp) if strengthen else []
+        if keys:
+            self.reinforcer.recalled(keys, datetime.now(timezone.utc))
         self.reinforcer.active(user)
 
     def flush(self) -> int:
         """Write queued reinforcement now (it is written in the background anyway)."""
-        return self.reinforcer.flush() if "reinforcer" in self.__dict__ else 0
+        # (a worker thread may hold the flush while its engine call waits for AsyncKemem's
+        # event loop: never wait for it on the loop itself)
+        return offload(self.reinforcer.flush) if "reinforcer" in self.__dict__ else 0
 
     def close(self) -> None:
         """Finish background extractions, flush what is queued, stop the background writers."""
@@ -205,7 +261,7 @@ class Kemem:
         return results
 
     # -- bulk writes ----------------------------------------------------------------------
-    @cached_property
+    @lazy
     def writer(self) -> BulkWriter:
         return BulkWriter(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 8)
 
@@ -261,14 +317,14 @@ class Kemem:
         agent = self.settings.default_agent_id if agent_id is None else agent_id
         return Scope.of(agent_id=agent, user_id=user_id, db=db)
 
-    @cached_property
+    @lazy
     def extractor(self) -> Extractor:
         """The LLM extractor (KEMEM_LLM_*); assign your own object with ``extract`` instead."""
         from kemem_es.memory.extract import extractor_from_settings
 
         return extractor_from_settings(self.settings)
 
-    @cached_property
+    @lazy
     def writes(self) -> WritePaths:
         return WritePaths(self.memories, self.hooks, lambda: self.extractor, self.reinforcer.active)
 
@@ -280,11 +336,11 @@ class Kemem:
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions (returns what they stored), then flush
         reinforcement."""
-        done = self.writes.drain(timeout_s)
+        done = offload(self.writes.drain, timeout_s)
         self.flush()
         return done
 
-    @cached_property
+    @lazy
     def memories(self) -> MemoryService:
         return MemoryService(self.engine, lambda: self.writer, self.settings.dedup_threshold)
 
@@ -442,3 +498,12 @@ class Kemem:
         """Every recorded change of a memory, oldest first (also after it was deleted)."""
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope)
+
+    def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
+        """Engine health and version, counts per agent / user / database / kind, the strength
+        distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
+        numbers to those agents."""
+        from kemem_es.store.stats import memory_stats
+
+        with engine_errors("reading statistics"):
+            return memory_stats(self.engine, agents)

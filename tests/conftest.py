@@ -3,13 +3,13 @@ Elasticsearch 8), else the local OpenSearch node, started here if it is not runn
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import drop_prefix
 
 from kemem_es.config import Settings, get_settings
 
@@ -52,9 +52,4 @@ def kemem(engine_settings: Settings, embedder) -> Iterator:
     km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix}))
     km.embedder = embedder
     yield km
-    for name in km.engine.client.indices.get(index=f"{prefix}-*"):
-        km.engine.delete_index(name)
-    for kind in ("events", "entities"):
-        for db in ("user", "official"):
-            with contextlib.suppress(Exception):
-                km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
+    drop_prefix(km)

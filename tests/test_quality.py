@@ -1,5 +1,5 @@
 """Issue 12 behaviours without an engine: sub-words, the latin path, dialogue turns, the
-small-talk pre-filter, keyword coverage and the calibration's bounds."""
+small-talk pre-filter, keyword coverage, sentence vectors and the calibration's bounds."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from kemem_es.text.dialogue import (
     dialogue_window,
     is_small_talk,
     keep_end,
+    sentences,
     split_label,
 )
 
@@ -183,3 +184,134 @@ def test_english_chat_turns_keep_their_topic_words() -> None:
     words = [b.word for b in pick_base_words(text)]
     assert words[:4] == ["carolin", "lgbtq", "support", "group"]
     assert not {"user", "assistant", "go", "went", "think"} & set(words)
+
+
+# -- sentence vectors --------------------------------------------------------------------------
+def test_only_utterances_of_several_real_sentences_are_split() -> None:
+    q = "舅舅他们单位叫什么名字来着？另外，建筑技艺交流盛宴的地点是什么？"
+    assert sentences(q, 4) == ["舅舅他们单位叫什么名字来着", "另外，建筑技艺交流盛宴的地点是什么"]
+    assert sentences("我那只狗最近好像胖了", 4) == []  # one sentence: the whole is enough
+    assert sentences("好累。胃又疼了", 4) == []  # "好累" is too short to stand on its own
+    assert sentences("哈哈哈哈！我那只狗最近好像胖了", 4) == []  # laughter is no sentence
+    assert sentences("今天天气真好，阳光明媚！\n你还记得那位老师吗", 4) == [
+        "今天天气真好，阳光明媚",
+        "你还记得那位老师吗",
+    ]
+    long = "。".join(f"第{i}句话说点什么" for i in range(6))
+    assert sentences(long, 4) == [f"第{i}句话说点什么" for i in range(2, 6)]  # the newest
+    assert sentences(long, 0) == []
+
+
+class _Vec:
+    """A stand-in engine: only the vector function is needed to build a body."""
+
+    def vector_function(self, field: str, vector: list[float], weight: float) -> dict:
+        return {"script_score": {"script": {"params": {"qv": vector}}}, "weight": weight}
+
+
+def _vec_weights(node: object, in_max: bool = False) -> list[tuple[float, bool]]:
+    """(weight, inside a score_mode max function_score) of every vector function in a body."""
+    out: list[tuple[float, bool]] = []
+    if isinstance(node, dict):
+        if "qv" in node.get("script_score", {}).get("script", {}).get("params", {}):
+            return [(node["weight"], in_max)]
+        in_max = in_max or node.get("score_mode") == "max"
+        for v in node.values():
+            out += _vec_weights(v, in_max)
+    elif isinstance(node, list):
+        for v in node:
+            out += _vec_weights(v, in_max)
+    return out
+
+
+@pytest.mark.parametrize("coverage", [True, False])
+def test_the_best_sentence_takes_its_share_of_the_vector_term(coverage: bool) -> None:
+    from datetime import datetime
+
+    p = QueryParams(agent_id="a", user_id="u", sentence_weight=0.25)
+    _, span = ev.vec_scale(p)
+    parts = [[1.0, 0.0], [0.0, 1.0]]
+    weights = {"kw": 0.4, "vec": 0.6} if coverage else {"vec": 1.0}
+    body = ev.fused(_Vec(), p, [0.6, 0.8], datetime(2025, 1, 1), weights, {"match_all": {}},
+                    coverage, parts)  # fmt: skip
+    got = sorted(_vec_weights(body))
+    w = weights["vec"]
+    whole = [(pytest.approx(w * 0.75 / span), False)]
+    best = [(pytest.approx(w * 0.25 / span), True)] * 2
+    assert got == sorted(whole + best, key=lambda x: x[0].expected)
+    # the constant the caller subtracts is the same: (1 − s)·lo + s·max(lo, …) = lo
+    assert ev.vec_offset(p, weights) == pytest.approx(w * ev.vec_scale(p)[0] / span)
+    # no sentences, or a share of 0: the whole query carries the vector term alone
+    for q, pp in ((p, []), (p.model_copy(update={"sentence_weight": 0.0}), parts)):
+        plain = ev.fused(_Vec(), q, [0.6, 0.8], datetime(2025, 1, 1), weights,
+                         {"match_all": {}}, coverage, pp)  # fmt: skip
+        assert _vec_weights(plain) == [(pytest.approx(w / span), False)]
+
+
+def test_bm25_reads_its_own_score_so_no_sentence_clause_is_added() -> None:
+    from datetime import datetime
+
+    p = QueryParams(agent_id="a", user_id="u")
+    body = ev.fused(_Vec(), p, [1.0], datetime(2025, 1, 1), {"kw": 0.5, "vec": 0.5},
+                    {"match_all": {}}, False, [[1.0], [0.5]])  # fmt: skip
+    assert _vec_weights(body) == [(pytest.approx(0.5 / ev.vec_scale(p)[1]), False)]
+
+
+def test_explained_vec_is_the_weighted_whole_and_best_sentence() -> None:
+    from kemem_es.search.explain import signals_from_explanation
+
+    def fn(value: float, weight: float) -> dict:
+        knn = {"value": value, "description": "script score function, knn_score"}
+        return {
+            "value": value * weight,
+            "description": "product of:",
+            "details": [knn, {"value": weight, "description": "weight"}],
+        }
+
+    sentences_node = {
+        "value": 0.0,
+        "description": "function score, score mode [max]",
+        "details": [fn(0.7, 1.0), fn(0.9, 1.0)],
+    }
+    explanation = {
+        "value": 0.0,
+        "description": "sum of:",
+        "details": [sentences_node, fn(0.8, 3.0)],
+    }
+    signals = signals_from_explanation(explanation)
+    assert signals.vec == pytest.approx((0.8 * 3.0 + 0.9 * 1.0) / 4.0, abs=1e-4)
+    only_whole = {"value": 0.0, "description": "sum of:", "details": [fn(0.8, 3.0)]}
+    assert signals_from_explanation(only_whole).vec == pytest.approx(0.8)
+
+
+def test_query_vector_embeds_sentences_only_for_several() -> None:
+    import numpy as np
+
+    from kemem_es.search.searcher import Searcher
+    from kemem_es.text.dialogue import Turn
+
+    calls: list[list[str]] = []
+
+    class Emb:
+        def embed(self, texts):
+            calls.append(list(texts))
+            # the dialogue window (turns joined by line breaks) points away from 狗
+            return np.array(
+                [[1.0, 0.0] if "狗" in t and "\n" not in t else [0.0, 1.0] for t in texts]
+            )
+
+        def embed_one(self, text):
+            return self.embed([text])[0]
+
+    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    p = QueryParams(agent_id="a", user_id="u")
+    _, _, parts = s.query_vector("我那只狗最近好像胖了", [], p)
+    assert parts == [] and calls == [["我那只狗最近好像胖了"]]  # one sentence: as before
+    _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [], p)
+    assert parts == [[1.0, 0.0], [0.0, 1.0]]
+    _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [Turn("A", "嗯")], p)
+    w = p.utterance_weight  # each sentence is blended with the dialogue window like the whole
+    expected = np.array([w, 1 - w]) / np.linalg.norm([w, 1 - w])
+    assert parts[0] == pytest.approx(expected.tolist(), abs=1e-5)
+    off = QueryParams(agent_id="a", user_id="u", sentence_weight=0)
+    assert s.query_vector("我那只狗最近好像胖了。今天天气真好", [], off)[2] == []

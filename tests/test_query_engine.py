@@ -306,3 +306,58 @@ def test_query_before_init_is_a_clear_error(kemem) -> None:
 
     with pytest.raises(EngineUnavailable, match="init"):
         kemem.query("最近总是失眠", user_id=U1, agent_id=A)
+
+
+def test_sentence_vectors_are_scored_by_the_engine_as_documented(km) -> None:
+    """vector mode: score = ((1 − s)·(1 + cos_whole)/2 + s·max_j (1 + cos_j)/2 − lo) / span, with
+    the stored vectors and the query's own (rounded) vectors."""
+    import numpy as np
+
+    from kemem_es.search import events as evs
+    from kemem_es.store.layout import index_alias
+
+    text = "最近总是失眠，晚上睡不着。周末想去海边放风筝"
+    params = QueryParams(agent_id=A, user_id=U1, mode="vector", sentence_weight=0.5)
+    whole, _, parts = km.searcher.query_vector(text, [], params)
+    assert len(parts) == 2
+    alias = index_alias(km.engine.settings.index_prefix, "user", "events")
+    body = {"query": {"term": {"user_id": U1}}, "_source": ["id", "vector"], "size": 50}
+    stored = {
+        h["_source"]["id"]: np.asarray(h["_source"]["vector"])
+        for h in km.engine.search(alias, body)["hits"]["hits"]
+    }
+    lo, span = evs.vec_scale(params)
+
+    def expected(doc: str, s: float) -> float:
+        v = stored[doc]
+        best = max((1 + v @ np.asarray(p)) / 2 for p in parts)
+        raw = (1 - s) * (1 + v @ np.asarray(whole)) / 2 + s * best
+        return min(max((raw - lo) / span, 0.0), 1.0)
+
+    for s in (0.5, 0.0):
+        resp = q(km, text, mode="vector", sentence_weight=s, explain=True)
+        assert resp.memory_events
+        for e in resp.memory_events:
+            if e.db == "user":
+                assert e.score == pytest.approx(expected(e.index, s), abs=2e-3)
+                assert e.signals.vec == pytest.approx(min(e.score, 1.0), abs=2e-3)
+    # the kite memory answers the second sentence: its share lifts it (a high ceiling keeps
+    # both scores below the clamp at 1)
+    opts = {"mode": "vector", "vec_ceil": 0.99}
+    with_s = {e.index: e.score for e in q(km, text, **opts).memory_events}
+    without = {e.index: e.score for e in q(km, text, sentence_weight=0, **opts).memory_events}
+    assert with_s["noise-1"] > without["noise-1"] + 0.02
+
+
+def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
+    resp = q(km, "最近总是失眠，晚上睡不着。周末想去海边放风筝", explain=True)
+    w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
+    for e in resp.memory_events:
+        fused = sum(w[k] * getattr(e.signals, k) for k in w)
+        if 0.0 < e.signals.vec < 1.0:
+            assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)
+    # the approximate path rescores its window with the same formula
+    approx = q(km, "最近总是失眠，晚上睡不着。周末想去海边放风筝", path="approx")
+    exact = {e.index: e.score for e in resp.memory_events}
+    for e in approx.memory_events:
+        assert e.score == pytest.approx(exact[e.index], abs=1e-4)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
+import re
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,7 +17,9 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
-from kemem_es import Kemem  # noqa: E402
+from support import serve_process  # noqa: E402
+
+from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 
 A = {"agent_id": "agent_a", "user_id": "u1"}
@@ -37,11 +38,12 @@ ENTITY = {
 
 
 class Client:
-    """Synchronous calls into the app through ``httpx.ASGITransport`` (one event loop each; the
-    endpoints run in the thread pool as under uvicorn)."""
+    """Synchronous calls into the app through ``httpx.ASGITransport``, all on one event loop
+    (the app's AsyncKemem holds an async engine client bound to the loop it first ran on)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.loop = asyncio.new_event_loop()
 
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
         async def call() -> Any:
@@ -49,7 +51,17 @@ class Client:
             async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
                 return await c.request(method, url, **kwargs)
 
-        return asyncio.run(call())
+        return self.loop.run_until_complete(call())
+
+    def gather(self, *calls: tuple[str, str, dict[str, Any]]) -> list[Any]:
+        """Several requests at once (for the in-flight limit)."""
+
+        async def all_of() -> list[Any]:
+            transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+                return await asyncio.gather(*(c.request(m, u, **kw) for m, u, kw in calls))
+
+        return self.loop.run_until_complete(all_of())
 
     def get(self, url: str, **kwargs: Any) -> Any:
         return self.request("GET", url, **kwargs)
@@ -65,8 +77,12 @@ class Client:
 
 
 def client(km: Kemem, **server: Any) -> Client:
+    """The app over an AsyncKemem with ``km``'s settings (and its already loaded model)."""
+    akm = AsyncKemem(km.settings)
+    if "embedder" in km.__dict__:
+        akm.core.embedder = km.embedder
     settings = km.settings.model_copy(update=server) if server else None
-    return Client(create_app(km, settings))
+    return Client(create_app(akm, settings))
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -370,12 +386,6 @@ def test_request_log_line_has_no_user_text(seeded: Kemem, caplog) -> None:
 
 
 # -- the real process ---------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _env(km: Kemem | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_SERVER_")}
     env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
@@ -388,29 +398,8 @@ def _env(km: Kemem | None = None) -> dict[str, str]:
 
 @pytest.fixture()
 def served(seeded: Kemem) -> Iterator[str]:
-    port = _free_port()
-    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=_env(seeded), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            pytest.fail("kemem-es serve did not come up in 30 s")
+    with serve_process(_env(seeded), up_within_s=30) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.mark.engine
@@ -447,7 +436,7 @@ def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
     def boom(*_: Any, **__: Any) -> None:
         raise RuntimeError("secret internals")
 
-    km.get = boom  # type: ignore[method-assign]
+    c.app.state.kemem.core.get = boom  # the async verb runs the core's get
     r = c.get("/v1/memories/x", params=A)
     err = error_of(r, 500)
     assert "secret" not in r.text and r.headers["X-Request-ID"] in err["message"]
@@ -469,3 +458,58 @@ def test_loopback_check() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5")
     assert not is_loopback("example.com")
+
+
+# -- golden contract ----------------------------------------------------------------------
+GOLDEN = os.path.join(REPO, "tests", "golden")
+
+
+def _pinned(obj: Any) -> Any:
+    """The response with what legitimately varies run to run made symbolic: timings become
+    their stage names, scores (also inside log lines) and other floats their type. Keys, their
+    order, ids, texts, logs, words and types stay exact."""
+    if isinstance(obj, dict):
+        return {k: (sorted(v) if k == "检索耗时" else _pinned(v)) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_pinned(v) for v in obj]
+    if isinstance(obj, str):  # log lines quote the score
+        return re.sub(r"score=\d+\.\d+", "score=<float>", obj)
+    return "<float>" if isinstance(obj, float) else obj
+
+
+@pytest.mark.engine
+def test_query_matches_the_golden_v23_json(kemem: Kemem) -> None:
+    """``/query`` and ``/query_simple`` byte for byte as the seed's clients read them (apart
+    from timings and score values). Regenerate after a deliberate change with
+    KEMEM_UPDATE_GOLDEN=1."""
+    import json
+
+    kemem.init()
+    kemem.index_records(
+        [
+            {**A, "id": "ev-1", "description": "木木带豆包去公园散步，豆包追着鸽子跑了一圈",
+             "created_at": "2025-03-01 09:00:00", "place": "公园", "scene": "遛狗",
+             "keywords": ["豆包", "公园"], "deepinsight": "这表明了木木很爱豆包。"},
+            {**A, "id": "ev-2", "description": "木木加班到深夜，点了一份麻辣烫",
+             "created_at": "2025-02-01 23:00:00"},
+        ],
+        "events",
+    )  # fmt: skip
+    kemem.index_records([{**A, "id": "en-1", **ENTITY}], "entities")
+    c = client(kemem)
+    body = {"query": "豆包最近怎么样", **A, "limit": 5, "score_threshold": 0.0,
+            "now": "2025-06-01T12:00:00"}  # fmt: skip
+    got = {
+        "query": _pinned(c.post("/query", json=body).json()),
+        "query_simple": c.post("/query_simple", json=body).json(),
+        "error": c.post("/query", json={**body, "limit": 0}).json(),
+    }
+    path = os.path.join(GOLDEN, "query_v23.json")
+    if os.environ.get("KEMEM_UPDATE_GOLDEN"):
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(got, f, ensure_ascii=False, indent=2)
+            f.write("\n")
+    with open(path, encoding="utf-8") as f:
+        want = json.load(f)
+    assert json.dumps(got, ensure_ascii=False) == json.dumps(want, ensure_ascii=False)

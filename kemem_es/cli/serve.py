@@ -70,24 +70,19 @@ def serve(
     # and jieba's start-up chatter stay below INFO.
     for noisy in ("jieba", "opensearch", "opensearchpy.trace", "elastic_transport"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
-    from kemem_es.kemem import Kemem
+    from kemem_es.async_kemem import AsyncKemem
 
-    km = Kemem(settings)
+    km = AsyncKemem(settings)
     with guarded():  # a missing model fails now, not on every request
-        km.embedder  # noqa: B018
-        km.tokenizer  # noqa: B018
+        km.core.embedder  # noqa: B018
+        km.core.tokenizer  # noqa: B018
     log = logging.getLogger("kemem_es.server")
-    try:  # searcher and reinforcer now, once, rather than raced for by the first requests
-        km.searcher  # noqa: B018
-        km.reinforcer  # noqa: B018
-    except Exception as exc:  # the engine may come later: /query degrades until it does
-        log.warning("engine not ready at start: %s", " ".join(str(exc).split())[:200])
     if not settings.server_api_keys:
         log.warning("no API keys configured: open access")
-    app = create_app(km, settings)
+    # The app warms up (engine, names) before it takes traffic and closes km at shutdown.
+    app = create_app(km, settings, close=True)
     # Our own request log replaces uvicorn's access log (which would print query strings).
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
-    km.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
 
 from kemem_es.config import Settings
-from kemem_es.errors import EngineUnavailable, KememError
+from kemem_es.errors import DeadlineExceeded, EngineUnavailable, KememError, Overloaded
+
+if TYPE_CHECKING:
+    from kemem_es.engine.bridge import Bridge
+
+# (monotonic end, seconds given) of the call in progress; see ``deadline``.
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("kemem_deadline", default=None)
 
 
 def _client_errors() -> tuple[type[BaseException], ...]:
@@ -45,7 +53,25 @@ def engine_errors(doing: str) -> Iterator[None]:
     except KememError:
         raise
     except CLIENT_ERRORS as exc:
-        raise EngineUnavailable(f"{doing}: {describe_client_error(exc)}") from exc
+        text = f"{doing}: {describe_client_error(exc)}"
+        if status_of(exc) == 429:
+            raise Overloaded(text) from exc
+        if "timeout" in type(exc).__name__.lower():
+            current = _DEADLINE.get()
+            within = f"within the query's deadline of {current[1]:g} s" if current else "in time"
+            raise DeadlineExceeded(f"{doing}: the search engine did not answer {within}") from exc
+        raise EngineUnavailable(text) from exc
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Every engine read inside gets at most what is left of ``seconds`` (one budget for a
+    whole query, however many requests it makes); past it, ``DeadlineExceeded``."""
+    token = _DEADLINE.set((time.monotonic() + seconds, seconds))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 
 class Engine(ABC):
@@ -69,8 +95,16 @@ class Engine(ABC):
 
     @property
     def read_timeout(self) -> float:
-        """Searches answer the chat path: they get the query deadline, not the write timeout."""
-        return self.settings.query_timeout_s
+        """Reads answer the chat path: what is left of the call's deadline (see ``deadline``),
+        else ``query_timeout_s`` — never the long write timeout."""
+        current = _DEADLINE.get()
+        if current is None:
+            return self.settings.query_timeout_s
+        end, given = current
+        left = end - time.monotonic()
+        if left < 0.005:
+            raise DeadlineExceeded(f"the query's deadline of {given:g} s passed")
+        return left
 
     # -- dialect pieces of queries ---------------------------------------------------------
     @abstractmethod
@@ -85,7 +119,10 @@ class Engine(ABC):
 
     # -- calls that differ between the clients ---------------------------------------------
     @abstractmethod
-    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def search(
+        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+    ) -> dict[str, Any]:
+        """``ignore_unavailable``: a missing index among ``index`` is skipped, not an error."""
 
     def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
         """Several (index, body) searches in one round trip; responses in the same order."""
@@ -136,7 +173,7 @@ class Engine(ABC):
         return int(self._count(index, body)["count"])
 
     def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        return dict(self.client.count(index=index, body=body))
+        return dict(self.client.count(index=index, body=body, request_timeout=self.read_timeout))
 
     def get(self, index: str, doc_id: str, excludes: Sequence[str] = ()) -> dict[str, Any] | None:
         """The document (real-time: no refresh needed), or None when it does not exist."""
@@ -204,8 +241,13 @@ class OpenSearchEngine(Engine):
             clause["filter"] = {"bool": {"filter": filters}}
         return {"knn": {field: clause}}
 
-    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.client.search(index=index, body=body, request_timeout=self.read_timeout))
+    def search(
+        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+    ) -> dict[str, Any]:
+        kw = {"ignore_unavailable": True} if ignore_unavailable else {}
+        return dict(
+            self.client.search(index=index, body=body, request_timeout=self.read_timeout, **kw)
+        )
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
         return self.client.msearch(body=lines, request_timeout=self.read_timeout)
@@ -291,9 +333,12 @@ class ElasticsearchEngine(Engine):
             clause["filter"] = filters
         return {"knn": clause}
 
-    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+    def search(
+        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+    ) -> dict[str, Any]:
         reader = self.client.options(request_timeout=self.read_timeout)
-        return dict(reader.search(index=index, **body))
+        kw = {"ignore_unavailable": True} if ignore_unavailable else {}
+        return dict(reader.search(index=index, **body, **kw))
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
         reader = self.client.options(request_timeout=self.read_timeout)
@@ -326,7 +371,8 @@ class ElasticsearchEngine(Engine):
         self.client.indices.put_index_template(name=name, **body)
 
     def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        return dict(self.client.count(index=index, **(body or {})))
+        reader = self.client.options(request_timeout=self.read_timeout)
+        return dict(reader.count(index=index, **(body or {})))
 
 
 def _auth_kwargs(settings: Settings) -> dict[str, Any]:
@@ -342,8 +388,11 @@ def _auth_kwargs(settings: Settings) -> dict[str, Any]:
     return kw
 
 
-def _opensearch_client(settings: Settings) -> Any:
+def _opensearch_client(settings: Settings, asynchronous: bool = False) -> Any:
     from opensearchpy import OpenSearch
+
+    if asynchronous:
+        from opensearchpy import AsyncOpenSearch as OpenSearch  # needs aiohttp
 
     kw = _auth_kwargs(settings)
     kw["timeout"] = kw.pop("request_timeout")
@@ -359,8 +408,11 @@ def _opensearch_client(settings: Settings) -> Any:
     return OpenSearch(hosts=[settings.url], serializer=serializer(), **kw)
 
 
-def _elasticsearch_client(settings: Settings) -> Any:
+def _elasticsearch_client(settings: Settings, asynchronous: bool = False) -> Any:
     from elasticsearch import Elasticsearch
+
+    if asynchronous:
+        from elasticsearch import AsyncElasticsearch as Elasticsearch  # needs aiohttp
 
     return Elasticsearch(
         settings.url,
@@ -424,16 +476,25 @@ def detect_dialect(info: dict[str, Any]) -> str:
     return "opensearch" if distribution == "opensearch" else "elasticsearch"
 
 
-def connect(settings: Settings | None = None) -> Engine:
-    """Connect to the configured cluster (the local node when KEMEM_ES_URL is unset)."""
+def connect(settings: Settings | None = None, bridge: Bridge | None = None) -> Engine:
+    """Connect to the configured cluster (the local node when KEMEM_ES_URL is unset).
+
+    With a ``bridge`` the engine runs on the official *async* client (see engine/bridge.py):
+    the same Engine class, the same request code, each call awaited on the bridge's loop."""
+    from kemem_es.engine.bridge import AwaitingClient, offload
+
     settings = settings or Settings()
-    info = _root_info(settings)
+    info = offload(_root_info, settings)
     dialect = settings.dialect if settings.dialect != "auto" else detect_dialect(info)
     if dialect == "opensearch":
-        return OpenSearchEngine(_opensearch_client(settings), settings, info)
-    major = str(info.get("version", {}).get("number", "8")).split(".")[0]
-    if major != "8":
-        raise EngineUnavailable(
-            f"Elasticsearch {info.get('version', {}).get('number')} is not supported; use 8.x"
-        )
-    return ElasticsearchEngine(_elasticsearch_client(settings), settings, info)
+        engine_cls, make = OpenSearchEngine, _opensearch_client
+    else:
+        major = str(info.get("version", {}).get("number", "8")).split(".")[0]
+        if major != "8":
+            raise EngineUnavailable(
+                f"Elasticsearch {info.get('version', {}).get('number')} is not supported; use 8.x"
+            )
+        engine_cls, make = ElasticsearchEngine, _elasticsearch_client
+    if bridge is None:
+        return engine_cls(make(settings), settings, info)
+    return engine_cls(AwaitingClient(make(settings, asynchronous=True), bridge), settings, info)

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kemem_es.engine.bridge import await_here, in_async_call
 from kemem_es.errors import InvalidInput, KememError
 
 T = TypeVar("T")
@@ -52,6 +53,8 @@ def _resolve(value: T | Awaitable[T]) -> T:
     """An async hook's result, awaited here when called from synchronous code."""
     if not inspect.isawaitable(value):
         return value  # type: ignore[return-value]
+    if in_async_call():  # AsyncKemem: awaited on its event loop
+        return await_here(value)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

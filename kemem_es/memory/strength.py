@@ -183,6 +183,7 @@ class Reinforcer:
 
     def close(self) -> None:
         """Stop the background thread after a last flush."""
+        atexit.unregister(self.close)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)

@@ -4,6 +4,7 @@ validate everything, and only then write, so a failure before writing leaves not
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
+from kemem_es.engine.bridge import offload
 from kemem_es.errors import InvalidInput, KememError
 from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
@@ -113,10 +115,12 @@ class WritePaths:
             messages = [{"role": "user", "content": data}]
         else:
             messages = [data] if isinstance(data, Mapping) else list(data)
-        found = self.extractor().extract(
+        extract = functools.partial(
+            self.extractor().extract,
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
             now=datetime.now().astimezone(),
         )  # fmt: skip
+        found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
         return [(kind, {**rec, **names}) for kind, rec in found.items()]  # type: ignore[misc]
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:

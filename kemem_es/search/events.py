@@ -11,6 +11,10 @@ score = w_kw·kw + w_vec·vec + w_time·0.5^(age/half_life) + w_str·s/(s+k_s), 
         (1+cos)/2; an affine map of it is the function's weight plus a constant ``offset`` that
         the caller subtracts (and adds to min_score) — the order is the engine's either way.
 
+- For a multi-sentence utterance the vector term is (1 − s)·vec(whole query) + s·max_j
+  vec(sentence j) (s = ``sentence_weight``): the engine takes the max in a nested
+  function_score (score_mode max) added as a query clause, so the offset stays the same.
+
 All terms are computed by the engine inside a function_score (score_mode sum); the query
 vector, words, ``now`` and constants travel as params / query values, never as script source.
 """
@@ -86,6 +90,29 @@ def vec_offset(params: QueryParams, weights: dict[str, float]) -> float:
 def calibrated(raw: float, offset: float) -> float:
     """The engine's raw fused score → the calibrated score in [0, 1]."""
     return min(max(raw - offset, 0.0), 1.0)
+
+
+def sentence_share(
+    params: QueryParams, weights: dict[str, float], parts: Sequence[Sequence[float]]
+) -> float:
+    """The share of the vector weight that goes to the best sentence (0: no sentences)."""
+    return params.sentence_weight if parts and weights.get("vec", 0.0) > 0 else 0.0
+
+
+def sentence_clause(
+    engine: Engine, params: QueryParams, parts: Sequence[Sequence[float]], weight: float
+) -> dict[str, Any]:
+    """A query clause worth ``weight`` × the best sentence's vec (before the offset): one vector
+    function per sentence, the engine keeps the max."""
+    _, span = vec_scale(params)
+    return {
+        "function_score": {
+            "query": {"match_all": {}},
+            "functions": [engine.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
+            "score_mode": "max",
+            "boost_mode": "replace",
+        }
+    }
 
 
 def signal_functions(
@@ -183,19 +210,40 @@ def fused(
     weights: dict[str, float],
     query: dict[str, Any],
     coverage: bool = True,
+    parts: Sequence[Sequence[float]] = (),
 ) -> dict[str, Any]:
     """The fused score over ``query``, whose own score is the keyword evidence.
 
     Coverage needs no script: the query's own score, scaled by its boost to w_kw, is summed with
     the other functions (``boost_mode: sum``), so no painless runs per document for it. BM25
-    (bm25/rrf modes) keeps its saturation script."""
+    (bm25/rrf modes) keeps its saturation script. ``parts``: the sentence vectors, whose best
+    match takes ``sentence_weight`` of the vector term as a query clause (summed by the bool)."""
     w_kw = weights.get("kw", 0.0)
+    share = sentence_share(params, weights, parts)
+    if share and not coverage and w_kw > 0:
+        share = 0.0  # the BM25 script reads the query's own score: no clause may add to it
+    weights = dict(weights)
+    if share:
+        clause = sentence_clause(engine, params, parts, weights["vec"] * share)
+        weights["vec"] *= 1.0 - share
     if coverage and w_kw > 0:
         rest = {k: v for k, v in weights.items() if k != "kw"}
+        scored: dict[str, Any] = {"bool": {"must": [query], "boost": w_kw}}
+        if share:
+            scored = {"bool": {"must": [scored], "should": [clause]}}
         return {
             "function_score": {
-                "query": {"bool": {"must": [query], "boost": w_kw}},
+                "query": scored,
                 "functions": signal_functions(engine, params, vector, now, rest, coverage),
+                "score_mode": "sum",
+                "boost_mode": "sum",
+            }
+        }
+    if share:  # the query only selects; the sentence clause is its score, summed
+        return {
+            "function_score": {
+                "query": {"bool": {"filter": [query], "should": [clause]}},
+                "functions": signal_functions(engine, params, vector, now, weights, coverage),
                 "score_mode": "sum",
                 "boost_mode": "sum",
             }
@@ -224,6 +272,7 @@ def event_body(
     require_keyword: bool = False,
     coverage: bool = True,
     ann_filtered: bool = True,
+    parts: Sequence[Sequence[float]] = (),
 ) -> dict[str, Any]:
     """The search body for one database (``clauses``: coverage clauses when ``coverage``, else
     BM25 clauses).
@@ -248,7 +297,7 @@ def event_body(
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
-                "rescore_query": fused(engine, params, vector, now, weights, bm25, coverage),
+                "rescore_query": fused(engine, params, vector, now, weights, bm25, coverage, parts),
                 "query_weight": 0.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",
@@ -256,7 +305,7 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, clauses, require_keyword)
-        body["query"] = fused(engine, params, vector, now, weights, query, coverage)
+        body["query"] = fused(engine, params, vector, now, weights, query, coverage, parts)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)
     if params.explain:
@@ -272,6 +321,7 @@ def two_stage_body(
     vector: Sequence[float],
     now: datetime,
     approx: bool,
+    parts: Sequence[Sequence[float]] = (),
 ) -> dict[str, Any]:
     """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
     rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
@@ -285,7 +335,7 @@ def two_stage_body(
         "window_size": max(params.two_stage_window, params.limit),
         "query": {
             "rescore_query": fused(
-                engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}
+                engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}, parts=parts
             ),
             "query_weight": 1.0,
             "rescore_query_weight": 1.0,

@@ -14,10 +14,13 @@ from kemem_es.search.events import TIME_FIELD
 from kemem_es.search.response import Signals
 
 
-def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield node
+def _nodes(node: dict[str, Any], in_max: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:
+    """Every node, and whether it sits under a score_mode max function_score (the sentence
+    vectors' clause, see events.sentence_clause)."""
+    yield node, in_max
+    in_max = in_max or "score mode [max]" in str(node.get("description", ""))
     for child in node.get("details", []):
-        yield from _nodes(child)
+        yield from _nodes(child, in_max)
 
 
 def _which(description: str) -> str | None:
@@ -33,10 +36,15 @@ def _which(description: str) -> str | None:
 
 
 def signals_from_explanation(explanation: dict[str, Any]) -> Signals:
-    """The raw [0, 1] value of each signal (0 for a signal whose weight was 0) and the BM25."""
+    """The raw [0, 1] value of each signal (0 for a signal whose weight was 0) and the BM25.
+
+    With sentence vectors, ``vec`` is the term the score holds: the whole query's and the best
+    sentence's values averaged by their weights, (1 − s)·whole + s·best."""
     values = {"kw": 0.0, "vec": 0.0, "time": 0.0, "strength": 0.0}
     bm25 = 0.0
-    for node in _nodes(explanation):
+    whole: tuple[float, float] | None = None  # (value, weight) of the whole query's vector
+    best: tuple[float, float] | None = None  # the best sentence's
+    for node, in_max in _nodes(explanation):
         details = node.get("details", [])
         if node.get("description") != "product of:" or not details:
             continue
@@ -44,7 +52,18 @@ def signals_from_explanation(explanation: dict[str, Any]) -> Signals:
         if name is None:
             continue
         values[name] = float(details[0]["value"])
+        if name == "vec":
+            weight = float(details[1]["value"]) if len(details) > 1 else 1.0
+            pair = (values[name], weight)
+            if not in_max:
+                whole = pair
+            elif best is None or pair[0] > best[0]:
+                best = pair
         if name == "kw":
             inner = details[0].get("details", [])
             bm25 = float(inner[0]["value"]) if inner else 0.0
+    if best is not None:
+        parts = [p for p in (whole, best) if p is not None]
+        total = sum(w for _, w in parts)
+        values["vec"] = sum(v * w for v, w in parts) / total if total > 0 else 0.0
     return Signals(bm25=round(bm25, 4), **{k: round(v, 4) for k, v in values.items()})

@@ -71,6 +71,12 @@ class AdditionalInfo(BaseModel):
     context_trimmed: bool = Field(
         False, description="the dialogue was longer than the model reads: older turns dropped"
     )
+    degraded: bool | None = Field(
+        None,
+        description="the answer is partial or empty because the engine was down, slow or an "
+        "index missing (only with degrade on, or a missing index); absent when all went well",
+    )
+    degraded_reason: str | None = Field(None, description="what degraded, and why")
 
     model_config = {"populate_by_name": True}
 

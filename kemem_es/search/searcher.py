@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine
 from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
@@ -36,6 +37,7 @@ from kemem_es.text.dialogue import (
     dialogue_window,
     is_small_talk,
     keep_end,
+    sentences,
     split_label,
 )
 
@@ -118,22 +120,13 @@ class Searcher:
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
-        missing = False
-        try:
-            self.learn_names()
-        except Exception as err:  # before init(): the query will say so, the warm-up need not
-            if not _missing_index(err):
-                raise
-            missing = True
+        self.learn_names()
         self.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
         self.embedder.embed_one("预热一下")
-        if missing:
-            self._names_loaded_at = -NAMES_TTL_S  # try again on the first query
-        else:
-            # One whole query on a scope that holds nothing: connections opened, the engine's
-            # scripts compiled and both searches' code paths run before the first user's query.
-            with contextlib.suppress(Exception):  # a warm-up never fails the searcher
-                self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
+        # One whole query on a scope that holds nothing: both searches' code paths, the
+        # engine's scripts and the scope counts' cache warmed before the first user's query.
+        with contextlib.suppress(Exception):  # a warm-up never fails the searcher
+            self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
 
     def learn_names(self) -> None:
         """Indexed user/agent/entity names become jieba words, as they were at index time."""
@@ -153,7 +146,9 @@ class Searcher:
             "query": {"bool": {"must_not": [{"term": {"entity_type": "泛化实体"}}]}},
             "aggs": aggs,
         }
-        resp = self.engine.search(indices, body)
+        resp = self.engine.search(indices, body, ignore_unavailable=True)
+        if not resp.get("_shards", {}).get("total"):  # nothing indexed yet: ask again next time
+            self._names_loaded_at = -NAMES_TTL_S
         aggs = resp.get("aggregations", {})
         names = {
             b["key"] for agg in aggs.values() for b in agg["buckets"] if 1 < len(b["key"]) <= 12
@@ -219,8 +214,7 @@ class Searcher:
         """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
         turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
         expansions of the utterance's base words. Names — the caller's, every indexed user and
-        agent name, speaker labels — are never search words."""
-        self.learn_names()
+        agent name, speaker labels — are never search words (``learn_names`` first)."""
         labels = [t.speaker for t in turns if t.speaker]
         names = [n for n in (params.user_name, params.agent_name) if n]
         self._add_names(names + [lb for lb in labels if len(lb) > 1])
@@ -278,21 +272,21 @@ class Searcher:
 
     def query_vector(
         self, text: str, turns: Sequence[Turn], params: QueryParams
-    ) -> tuple[list[float], bool]:
+    ) -> tuple[list[float], bool, list[list[float]]]:
         """The utterance's vector, blended with the dialogue window's (the newest turns that
         fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
-        Returns the vector and whether the window had to drop older turns."""
+        Returns the vector, whether the window had to drop older turns, and the vectors of the
+        utterance's sentences when it has several (blended with the window the same way)."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
+        pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
+        parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
         if not turns or params.utterance_weight >= 1.0:
             vec = self.embedder.embed_one(utterance).astype(float)
-            return np.round(vec, 5).tolist(), len(text) > EMBED_MAX_CHARS
+            return _rounded(vec), len(text) > EMBED_MAX_CHARS, [_rounded(p) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_CHARS)
         u, d = self.embedder.embed([utterance, window]).astype(float)
         w = params.utterance_weight
-        vec = w * u + (1.0 - w) * d
-        vec /= max(float(np.linalg.norm(vec)), 1e-12)
-        # Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries.
-        return np.round(vec, 5).tolist(), cut
+        return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -308,8 +302,13 @@ class Searcher:
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
             scope = {"bool": {"filter": ev.request_filters(db, params)}}
-            n_scope = self.engine.count(alias, scope)
-            cached = (time.monotonic(), n_scope, self.engine.count(alias))
+            try:
+                n_scope = self.engine.count(alias, scope)
+                cached = (time.monotonic(), n_scope, self.engine.count(alias))
+            except Exception as err:  # a missing index: the event search will say so
+                if not _missing_index(err):
+                    raise
+                return 0, 0
             self._counts[key] = cached
         return cached[1], cached[2]
 
@@ -330,8 +329,11 @@ class Searcher:
         words: Sequence[SearchWord],
         vector: Sequence[float],
         now: datetime,
-    ) -> list[tuple[Database, dict[str, Any], float, dict[str, float] | None]]:
-        """(db, hit, score, signals) best first, after threshold and limit; scores calibrated."""
+        parts: Sequence[Sequence[float]] = (),
+    ) -> tuple[list[tuple[Database, dict[str, Any], float, dict[str, float] | None]], list[str]]:
+        """(db, hit, score, signals) best first, after threshold and limit; scores calibrated.
+        Also the databases whose events index is missing: the others still answer (a missing
+        official index must not cost the user's own memories); all missing is an error."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
@@ -345,16 +347,23 @@ class Searcher:
         for db in DATABASES:
             approx = self._approx(db, params)
             args = (self.engine, db, params, clauses, vector, now, approx)
-            for body in _mode_bodies(params, args, self._ann_filtered(db, params, approx)):
+            ann_filtered = self._ann_filtered(db, params, approx)
+            for body in _mode_bodies(params, args, parts, ann_filtered):
                 searches.append((index_alias(prefix, db, "events"), body))
                 dbs.append(db)
         responses = self.engine.msearch(searches)
         offset = ev.vec_offset(params, _mode_weights(params))
         ranked: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
+        missing: list[str] = []
         for db, resp in zip(dbs, responses, strict=True):
             if "error" in resp:
-                raise_engine_error(resp)
+                if "index_not_found" not in str(resp["error"]):
+                    raise_engine_error(resp)
+                missing.append(db)
+                if len(missing) == len(dbs):
+                    raise _not_initialised(prefix)
+                continue
             hits = resp["hits"]["hits"]
             if mode == "rrf":
                 lists.append([(db, h) for h in hits])
@@ -389,7 +398,7 @@ class Searcher:
                     update["bm25"] = update["kw"]
                 signals = signals.model_copy(update=update)
             out.append((db, hit, score, signals))
-        return out
+        return out, sorted(set(missing))
 
     def search_entities(
         self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
@@ -407,7 +416,7 @@ class Searcher:
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
         offset = entity_offset(params, with_vector=True)
         scored = []
-        for hit in self.engine.search(indices, body)["hits"]["hits"]:
+        for hit in self.engine.search(indices, body, ignore_unavailable=True)["hits"]["hits"]:
             score = ev.calibrated(float(hit["_score"]), offset)
             if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
                 scored.append((hit, score))
@@ -487,15 +496,16 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
-        vector, trimmed = self.query_vector(utterance, turns, params)
+        vector, trimmed, parts = offload(self.query_vector, utterance, turns, params)
         clock.lap("embed")
-        base, tokens, expanded, words = self.words(utterance, params, clock, turns, vector)
+        self.learn_names()  # may search the engine: not inside the offloaded CPU stage
+        base, tokens, expanded, words = offload(self.words, utterance, params, clock, turns, vector)
         scored_entities = self.search_entities(params, words, vector)
         bridges = self.bridge_words(params, words, scored_entities)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
-        event_hits = self.search_events(params, [*words, *bridges], vector, now)
+        event_hits, missing = self.search_events(params, [*words, *bridges], vector, now, parts)
         clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
@@ -516,6 +526,12 @@ class Searcher:
             entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
         )
+        if missing:
+            info.degraded = True
+            info.degraded_reason = (
+                f"the {' and '.join(missing)} events index is missing (run `kemem-es init`): "
+                "answered from the others"
+            )
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
 
     @staticmethod
@@ -565,6 +581,16 @@ class Searcher:
         return out
 
 
+def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:
+    vec = w * u + (1.0 - w) * d
+    return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+
+def _rounded(vec: np.ndarray) -> list[float]:
+    """Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries."""
+    return np.round(vec, 5).tolist()
+
+
 def _mode_weights(params: QueryParams) -> dict[str, float]:
     """The signal weights a mode's scores are made of."""
     if params.mode == "bm25":
@@ -575,13 +601,17 @@ def _mode_weights(params: QueryParams) -> dict[str, float]:
 
 
 def _mode_bodies(
-    params: QueryParams, args: tuple, ann_filtered: bool = True
+    params: QueryParams,
+    args: tuple,
+    parts: Sequence[Sequence[float]] = (),
+    ann_filtered: bool = True,
 ) -> list[dict[str, Any]]:
     """The event search bodies of one database for the chosen mode (rrf: one list per signal).
-    fusion and two_stage score keyword coverage; bm25 and rrf keep BM25 (saturated)."""
+    fusion and two_stage score keyword coverage; bm25 and rrf keep BM25 (saturated). Every
+    mode with a vector term gets the sentence vectors (``parts``)."""
     threshold = params.score_threshold
     if params.mode == "fusion":
-        return [ev.event_body(*args, min_score=threshold, ann_filtered=ann_filtered)]
+        return [ev.event_body(*args, min_score=threshold, parts=parts, ann_filtered=ann_filtered)]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [
@@ -592,17 +622,23 @@ def _mode_bodies(
     if params.mode == "vector":
         return [
             ev.event_body(
-                *args, weights={"vec": 1.0}, min_score=threshold, ann_filtered=ann_filtered
+                *args,
+                weights={"vec": 1.0},
+                min_score=threshold,
+                parts=parts,
+                ann_filtered=ann_filtered,
             )
         ]
     if params.mode == "two_stage":
-        return [ev.two_stage_body(*args)]
+        return [ev.two_stage_body(*args, parts=parts)]
     window = max(params.limit * 4, 20)
     return [
         ev.event_body(
             *args, weights={"kw": 1.0}, size=window, require_keyword=True, coverage=False
         ),
-        ev.event_body(*args, weights={"vec": 1.0}, size=window, ann_filtered=ann_filtered),
+        ev.event_body(
+            *args, weights={"vec": 1.0}, size=window, parts=parts, ann_filtered=ann_filtered
+        ),
     ]
 
 

@@ -1,10 +1,9 @@
-"""The app factory. Endpoints are plain ``def``: FastAPI runs them in its thread pool on the
-synchronous :class:`Kemem` (an async core is future work)."""
+"""The app factory. Endpoints are ``async def`` on :class:`AsyncKemem` (the async clients;
+CPU stages in the loop's thread pool). Past ``server_max_inflight`` requests at once, more are
+refused with 429 at the door rather than queued behind a busy engine."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -17,13 +16,12 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
-from kemem_es.kemem import Kemem
-from kemem_es.server import routes_memories, routes_query
+from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyRing, authenticate
 from kemem_es.server.errors import error_body, error_response, install_handlers
 from kemem_es.server.metrics import Metrics
-from kemem_es.store.layout import all_aliases
 
 log = logging.getLogger("kemem_es.server")
 
@@ -84,23 +82,53 @@ class BodyLimit:
         await self.app(scope, replayed, send)
 
 
-def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> FastAPI:
+class InflightLimit:
+    """429 (with Retry-After) for a request beyond ``limit`` in flight; /healthz, /readyz and
+    /metrics are always answered, so an overloaded server can still be observed."""
+
+    OPS = ("/healthz", "/readyz", "/metrics")
+
+    def __init__(self, app: ASGIApp, limit: int, on_reject: Any) -> None:
+        self.app, self.limit, self.on_reject = app, limit, on_reject
+        self.inflight = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.OPS:
+            await self.app(scope, receive, send)
+            return
+        if self.inflight >= self.limit:
+            self.on_reject()
+            msg = f"over {self.limit} requests in flight: retry shortly"
+            resp = error_response(429, "overloaded", msg)
+            resp.headers["Retry-After"] = "1"
+            await resp(scope, receive, send)
+            return
+        self.inflight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.inflight -= 1
+
+
+def create_app(
+    kemem: AsyncKemem | None = None, settings: Settings | None = None, close: bool | None = None
+) -> FastAPI:
     """The server over ``kemem`` (built from ``settings`` / KEMEM_* when not given). The
-    server's own settings (keys, degrade, body limit) come from ``settings``, else the Kemem's."""
-    own = kemem is None
-    km = kemem if kemem is not None else Kemem(settings)
+    server's own settings (keys, degrade, limits) come from ``settings``, else the Kemem's.
+    ``close``: close the AsyncKemem at shutdown (default: when the app built it)."""
+    own = kemem is None if close is None else close
+    km = kemem if kemem is not None else AsyncKemem(settings)
     cfg = settings or km.settings
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        # Warm up before serving (jieba, lexicon, model, one query through the engine): the
-        # first user's query would otherwise pay for all of it. An engine that is down now is
-        # reported by /health and by the queries themselves, not by a failed start.
-        with contextlib.suppress(Exception):
-            await asyncio.to_thread(lambda: km.searcher)
+        try:  # model, jieba, names and the connection now, not in the first requests
+            await km.warm_up()
+        except Exception as exc:  # the engine may come later: /query degrades until it does
+            log.warning("engine not ready at start: %s", type(exc).__name__)
         yield
         if own:
-            km.close()
+            await km.aclose()
 
     app = FastAPI(
         title="kemem-es",
@@ -113,8 +141,11 @@ def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> 
     app.state.keyring = KeyRing(cfg.server_api_keys)
     app.state.metrics = Metrics()
     install_handlers(app)
-    # Inside the request log: a 413 is logged and carries a request id like any answer.
+    # Inside the request log: a 413 or 429 is logged and carries a request id like any answer.
     app.add_middleware(BodyLimit, max_bytes=cfg.server_max_body_bytes)
+    app.add_middleware(
+        InflightLimit, limit=cfg.server_max_inflight, on_reject=app.state.metrics.overloaded
+    )
 
     @app.middleware("http")
     async def request_log(request: Request, call_next: Any) -> Response:
@@ -147,18 +178,16 @@ def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> 
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
-    def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
+    async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
         try:
-            engine = km.engine
-            aliases = all_aliases(km.settings.index_prefix)
-            missing = [a for a in aliases if not engine.index_exists(a)]
+            state = await km.readiness()
         except Exception as exc:  # any failure to reach the engine is "not ready"
             reason = str(exc).split("\n")[0][:300] or type(exc).__name__
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
-        if missing:
-            reason = f"indices missing: {', '.join(missing)} (run `kemem-es init`)"
+        if state["missing"]:
+            reason = f"indices missing: {', '.join(state['missing'])} (run `kemem-es init`)"
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
-        ready = {"status": "ready", "engine": engine.dialect, "version": engine.version}
+        ready = {"status": "ready", "engine": state["engine"], "version": state["version"]}
         return JSONResponse(ready)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=False)
@@ -171,4 +200,5 @@ def create_app(kemem: Kemem | None = None, settings: Settings | None = None) -> 
 
     app.include_router(routes_query.router)
     app.include_router(routes_memories.router)
+    app.include_router(dashboard.router)
     return app

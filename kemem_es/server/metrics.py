@@ -38,7 +38,12 @@ class Metrics:
         )
         self._degraded = prom.Counter(
             "kemem_degraded_answers",
-            "/query answers given empty because the engine was unavailable",
+            "/query answers empty or partial because the engine or an index was unavailable",
+            registry=self.registry,
+        )
+        self._overloaded = prom.Counter(
+            "kemem_overloaded_requests",
+            "requests refused with 429: too many in flight",
             registry=self.registry,
         )
 
@@ -59,6 +64,10 @@ class Metrics:
     def degraded(self) -> None:
         if self.enabled:
             self._degraded.inc()
+
+    def overloaded(self) -> None:
+        if self.enabled:
+            self._overloaded.inc()
 
     def render(self) -> tuple[bytes, str]:
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST

@@ -14,8 +14,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.kemem import Kemem
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.errors import ApiError
 
@@ -75,7 +75,7 @@ class HistoryResponse(BaseModel):
     results: list[HistoryEntry]
 
 
-def _km(request: Request) -> Kemem:
+def _km(request: Request) -> AsyncKemem:
     return request.app.state.kemem
 
 
@@ -124,14 +124,16 @@ def _filters(raw: str | None) -> dict[str, Any] | None:
 
 
 @router.post("", summary="Add a memory (text, chat messages or a record)")
-def add(body: AddRequest, request: Request, access: Access = Depends(authenticate)) -> AddResponse:
+async def add(
+    body: AddRequest, request: Request, access: Access = Depends(authenticate)
+) -> AddResponse:
     agent = _agent(request, access, body.agent_id)
     data: Any = body.text
     if body.messages is not None:
         data = [m.model_dump() for m in body.messages]
     elif body.record is not None:
         data = body.record
-    results = _km(request).add(
+    results = await _km(request).add(
         data,
         user_id=body.user_id,
         agent_id=agent,
@@ -149,7 +151,7 @@ def add(body: AddRequest, request: Request, access: Access = Depends(authenticat
 
 
 @router.get("", summary="List a scope's memories, newest first (paged)")
-def list_memories(
+async def list_memories(
     request: Request,
     scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
@@ -157,7 +159,7 @@ def list_memories(
     limit: int = Query(100, ge=1, le=MAX_LIST),
     cursor: str | None = Query(None, description="next_cursor of the previous page"),
 ) -> MemoryPage:
-    return _km(request).get_all(
+    return await _km(request).get_all(
         **scope.kw(),
         filters=_filters(filters),
         kind=kind,
@@ -167,7 +169,7 @@ def list_memories(
 
 
 @router.delete("", summary="Delete every memory of a scope (needs confirm=true)")
-def delete_all(
+async def delete_all(
     request: Request,
     scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
@@ -178,7 +180,7 @@ def delete_all(
     km, flt = _km(request), _filters(filters)
     confirmed = confirm or request.headers.get("x-confirm-delete", "").lower() == "true"
     if not confirmed:
-        n = km.count(**scope.kw(), filters=flt, kind=kind)
+        n = await km.count(**scope.kw(), filters=flt, kind=kind)
         raise ApiError(
             400,
             "confirmation_required",
@@ -187,22 +189,22 @@ def delete_all(
             field="confirm",
             extra={"would_delete": n},
         )
-    n = km.delete_all(**scope.kw(), filters=flt, kind=kind, forget=forget)
+    n = await km.delete_all(**scope.kw(), filters=flt, kind=kind, forget=forget)
     return DeleteAllResponse(deleted=n)
 
 
 @router.get("/{memory_id}", summary="One memory by id")
-def get_memory(
+async def get_memory(
     memory_id: str,
     request: Request,
     scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
 ) -> Memory:
-    return _km(request).get(memory_id, **scope.kw(), kind=kind)
+    return await _km(request).get(memory_id, **scope.kw(), kind=kind)
 
 
 @router.patch("/{memory_id}", summary="Change some fields of a memory (partial update)")
-def update_memory(
+async def update_memory(
     memory_id: str,
     request: Request,
     changes: dict[str, Any] = Body(
@@ -218,25 +220,25 @@ def update_memory(
         if "description" in changes:
             raise ApiError(422, "invalid_input", "text: give text or description", field="text")
         changes = {("description" if k == "text" else k): v for k, v in changes.items()}
-    return _km(request).update(memory_id, changes, **scope.kw(), kind=kind, refresh=refresh)
+    return await _km(request).update(memory_id, changes, **scope.kw(), kind=kind, refresh=refresh)
 
 
 @router.delete("/{memory_id}", summary="Delete one memory (recorded in its history)")
-def delete_memory(
+async def delete_memory(
     memory_id: str,
     request: Request,
     scope: ScopeArgs = Scoped,
     kind: Literal["events", "entities"] | None = KindQ,
     refresh: bool = Query(False),
 ) -> Memory:
-    return _km(request).delete(memory_id, **scope.kw(), kind=kind, refresh=refresh)
+    return await _km(request).delete(memory_id, **scope.kw(), kind=kind, refresh=refresh)
 
 
 @router.get("/{memory_id}/history", summary="Every recorded change of a memory, oldest first")
-def history(
+async def history(
     memory_id: str,
     request: Request,
     scope: ScopeArgs = Scoped,
 ) -> HistoryResponse:
-    entries = _km(request).history(memory_id, **scope.kw())
+    entries = await _km(request).history(memory_id, **scope.kw())
     return HistoryResponse(results=entries)

@@ -9,11 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import Field
 
-from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
-from kemem_es.errors import EngineUnavailable
-from kemem_es.kemem import Kemem
+from kemem_es.async_kemem import AsyncKemem
 from kemem_es.search.params import QueryParams
-from kemem_es.search.response import AdditionalInfo, QueryResponse
+from kemem_es.search.response import QueryResponse
 from kemem_es.server.auth import Access, authenticate
 
 log = logging.getLogger("kemem_es.server")
@@ -30,56 +28,50 @@ class QueryRequest(QueryParams):
     query: str = Field(description="the user's utterance")
 
 
-def _run(request: Request, body: QueryRequest, access: Access) -> tuple[QueryResponse, str | None]:
-    """The query, or (when the engine is down and degrade mode is on) an empty answer and why."""
+async def _run(request: Request, body: QueryRequest, access: Access) -> QueryResponse:
+    """The query; with degrade on (``KEMEM_SERVER_DEGRADE``, the default) an engine that is
+    down or slow gives an empty answer marked degraded instead of a 503."""
     access.check(body.agent_id)
-    km: Kemem = request.app.state.kemem
+    km: AsyncKemem = request.app.state.kemem
     options: dict[str, Any] = {
         name: getattr(body, name)
         for name in body.model_fields_set - {"query", "user_id", "agent_id"}
     }
-    try:
-        try:
-            resp = km.query(body.query, user_id=body.user_id, agent_id=body.agent_id, **options)
-        except CLIENT_ERRORS as exc:  # e.g. the reinforcer's first write: still the engine
-            raise EngineUnavailable(f"search engine: {describe_client_error(exc)}") from exc
-    except EngineUnavailable as exc:
-        if not request.app.state.settings.server_degrade:
-            raise
-        reason = str(exc)
+    degrade = request.app.state.settings.server_degrade
+    resp = await km.query(
+        body.query, user_id=body.user_id, agent_id=body.agent_id, degrade=degrade, **options
+    )
+    if resp.additional_info.degraded:
         request.app.state.metrics.degraded()
-        rid = request.state.request_id  # the reason goes to the caller, not the log: an
-        # engine's error text may quote the query
-        log.warning("query degraded: engine or indices unavailable (request %s)", rid)
-        info = AdditionalInfo(
-            timings_ms={}, query=body.query, tokens=[], base_words=[], expanded_words=[],
-            mode=body.mode,
-        )  # fmt: skip
-        return QueryResponse(additional_info=info), reason
-    request.app.state.metrics.stages(resp.additional_info.timings_ms)
-    return resp, None
+        # the reason goes to the caller, not the log: an engine's error text may quote input
+        log.warning("query degraded (request %s)", request.state.request_id)
+    else:
+        request.app.state.metrics.stages(resp.additional_info.timings_ms)
+    return resp
+
+
+def _degraded_code(resp: QueryResponse) -> str:
+    """``engine_unavailable``: nothing searched; ``index_missing``: answered from what exists."""
+    return "index_missing" if resp.additional_info.timings_ms else "engine_unavailable"
 
 
 @router.post("/query", summary="Recall memories (the v23 response contract)")
-def query(
+async def query(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
-    resp, degraded = _run(request, body, access)
-    out = resp.to_contract()
-    if degraded is not None:
-        out["additional_info"]["degraded"] = True
-        out["additional_info"]["degraded_reason"] = degraded
-        response.headers[DEGRADED_HEADER] = "engine_unavailable"
-    return out
+    resp = await _run(request, body, access)
+    if resp.additional_info.degraded:
+        response.headers[DEGRADED_HEADER] = _degraded_code(resp)
+    return resp.to_contract()
 
 
 @router.post("/query_simple", summary="Recall memories: only their texts")
-def query_simple(
+async def query_simple(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
-    resp, degraded = _run(request, body, access)
-    if degraded is not None:
-        response.headers[DEGRADED_HEADER] = "engine_unavailable"
+    resp = await _run(request, body, access)
+    if resp.additional_info.degraded:
+        response.headers[DEGRADED_HEADER] = _degraded_code(resp)
     return {
         "memory_events": [e.description for e in resp.memory_events],
         "memory_entities": [e.description for e in resp.memory_entities],

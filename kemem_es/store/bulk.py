@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kemem_es.engine.bridge import offload, result_of
 from kemem_es.engine.client import CLIENT_ERRORS, Engine, describe_client_error
 from kemem_es.errors import EngineUnavailable, KememError, WriteInterrupted
 from kemem_es.models import MemoryKind, MemoryRecord
@@ -175,7 +176,7 @@ class BulkWriter:
                     chunk = items[lo : lo + self.batch_size]
                     for batch in self._prepare(chunk, kind, report, actor):
                         while len(pending) >= SENDERS:
-                            report.merge(pending.popleft().result())
+                            report.merge(result_of(pending.popleft()))
                         pending.append(pool.submit(self._send, batch))
                     if on_progress:
                         on_progress(min(lo + self.batch_size, len(items)), len(items))
@@ -183,10 +184,11 @@ class BulkWriter:
                 # Count what did get written, even when a later batch failed.
                 while pending:
                     job = pending.popleft()
-                    if job.exception() is None:
-                        report.merge(job.result())
-                    elif not pending:
-                        raise job.exception()  # type: ignore[misc]
+                    try:
+                        report.merge(result_of(job))
+                    except Exception:
+                        if not pending:
+                            raise
 
     def _prepare(
         self, chunk: Sequence[Checked], kind: MemoryKind, report: IndexReport, actor: str
@@ -254,7 +256,7 @@ class BulkWriter:
         out: list[list[float]] = [r.vector or k or [] for r, k in zip(records, known, strict=True)]
         need = [i for i, v in enumerate(out) if not v]
         if need:
-            embedded = self.embedder.embed([embed_text(records[i]) for i in need])
+            embedded = offload(self.embedder.embed, [embed_text(records[i]) for i in need])
             for i, vec in zip(need, embedded, strict=True):
                 out[i] = vec.astype(float).round(6).tolist()
         return out

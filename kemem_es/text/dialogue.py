@@ -63,6 +63,26 @@ def keep_end(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[-max_chars:]
 
 
+# Sentence ends (full- and half-width) and line breaks; commas do not end a sentence.
+_SENTENCE_END = re.compile(r"[。！？!?；;…\n]+")
+SENTENCE_MIN_CHARS = 4  # "好累。" carries too little meaning to be a sentence of its own
+
+
+def sentences(text: str, max_sentences: int) -> list[str]:
+    """The sentences of a multi-sentence utterance (the newest ``max_sentences``, in order),
+    or ``[]`` when it has fewer than two of at least ``SENTENCE_MIN_CHARS`` characters that are
+    not small talk (哈哈哈哈 matches nothing worth recalling).
+
+    One vector for "今天天气真好…我真正想问的是，那位语文老师的生日是哪天？" averages the
+    small talk into the question; a memory that answers one sentence should match that
+    sentence's vector (see events.sentence_clause)."""
+    if max_sentences < 2:
+        return []
+    parts = [p.strip(" \t，,、") for p in _SENTENCE_END.split(text)]
+    parts = [p for p in parts if len(p) >= SENTENCE_MIN_CHARS and not is_small_talk(p)]
+    return parts[-max_sentences:] if len(parts) >= 2 else []
+
+
 # Greetings, acknowledgements and fillers that carry no memory cue on their own.
 _SMALL_TALK_WORDS = """
 你好 您好 你好呀 你好啊 哈喽 嗨 hi hello hey 早 早啊 早上好 中午好 下午好 晚上好 晚安 早安

@@ -1,0 +1,381 @@
+"""Load on the service surface: N concurrent clients for D seconds, mixed recall and add, on the
+synthetic store (default 100k events per database), through
+
+- ``http``: a real ``kemem-es serve`` process, one httpx connection per client over loopback;
+- ``async``: AsyncKemem in this process, one task per client on one event loop;
+- ``sync``: Kemem in this process, one thread per client.
+
+Reported per run: requests/s, p50/p95/p99 per operation, errors (must be 0) and degraded
+answers, and the serving process's RSS before and after. ``--faults`` also times how long a
+query takes to answer (degraded) with the engine hung (SIGSTOP), stopped, and the official
+index missing.
+
+    python -m bench.load --scale 100000 --clients 16 --duration 60 --out bench/work/load.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import latency, scale
+from bench.common import cli_main, drop_indices, make_kemem, percentiles, stamp
+
+AGENT = "a1"
+QUERY_OPTS = {"limit": 5}
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+class Workload:
+    """What each client does next: a query (most) or an add, for a user of the store."""
+
+    def __init__(self, seed: int, add_share: float) -> None:
+        self.rng = random.Random(seed)
+        self.add_share = add_share
+        self.texts = scale.queries(500, seed)
+        self.events = [r["description"] for b in scale.events(500, seed + 5) for r in b]
+
+    def next(self) -> tuple[str, dict[str, Any]]:
+        # one in ten requests for the heavy user (20k memories), the rest for light users
+        user = "u00000" if self.rng.random() < 0.1 else f"u{self.rng.randrange(1, 200):05d}"
+        if self.rng.random() < self.add_share:
+            text = self.rng.choice(self.events)
+            return "add", {"text": text, "user_id": user, "agent_id": AGENT}
+        return "query", {"query": self.rng.choice(self.texts), "user_id": user, "agent_id": AGENT}
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = {"query": [], "add": []}
+        self.errors: dict[str, int] = {}
+        self.degraded = 0
+        self.lock = threading.Lock()
+
+    def record(self, op: str, ms: float, error: str | None, degraded: bool = False) -> None:
+        with self.lock:
+            if error:
+                self.errors[error] = self.errors.get(error, 0) + 1
+            else:
+                self.ms[op].append(ms)
+            self.degraded += degraded
+
+    def summary(self, seconds: float) -> dict[str, Any]:
+        done = sum(len(v) for v in self.ms.values())
+        return {
+            "seconds": round(seconds, 1),
+            "requests": done + sum(self.errors.values()),
+            "rps": round(done / seconds, 1),
+            "errors": sum(self.errors.values()),
+            "error_kinds": self.errors,
+            "degraded": self.degraded,
+            **{f"{op}_ms": percentiles(v) for op, v in self.ms.items() if v},
+            **{f"{op}_count": len(v) for op, v in self.ms.items()},
+        }
+
+
+# -- the three ways in ---------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_http(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+    import httpx
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_SERVER_")}
+    env.update(
+        KEMEM_INDEX_PREFIX=km.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(km.settings.model_dir),
+        KEMEM_ES_URL=km.settings.url,
+        KEMEM_REINFORCE="false",  # measuring must not change what is measured
+        KEMEM_SERVER_DEGRADE="false",  # an engine failure counts as an error here
+        KEMEM_SERVER_MAX_INFLIGHT="1024",
+    )
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
+    cmd += ["--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "serve died")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not become ready")
+            time.sleep(0.2)
+        httpx.post(f"{url}/query", json={"query": "预热", "user_id": "u00001", "agent_id": AGENT})
+        before = rss_mb(proc.pid)
+        tally = Tally()
+
+        async def client(i: int, until: float) -> None:
+            work = Workload(args.seed + i, args.add_share)
+            async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                while time.monotonic() < until:
+                    op, body = work.next()
+                    path = "/query" if op == "query" else "/v1/memories"
+                    if op == "query":
+                        body = {**body, **QUERY_OPTS}
+                    t0 = time.perf_counter()
+                    try:
+                        r = await c.post(path, json=body)
+                        err = None if r.status_code == 200 else f"HTTP {r.status_code}"
+                    except httpx.HTTPError as exc:
+                        err = type(exc).__name__
+                    ms = (time.perf_counter() - t0) * 1000
+                    tally.record(op, ms, err, err is None and "X-Kemem-Degraded" in r.headers)
+
+        async def all_clients() -> float:
+            t0 = time.perf_counter()
+            until = time.monotonic() + args.duration
+            await asyncio.gather(*(client(i, until) for i in range(args.clients)))
+            return time.perf_counter() - t0
+
+        seconds = asyncio.run(all_clients())
+        out = tally.summary(seconds)
+        out.update(rss_before_mb=before, rss_after_mb=rss_mb(proc.pid), process="server")
+        return out
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from kemem_es import AsyncKemem
+
+    async def go() -> dict[str, Any]:
+        async with AsyncKemem(km.settings) as akm:
+            akm.core.embedder = km.embedder
+            await akm.warm_up()
+            await akm.query("预热", user_id="u00001", agent_id=AGENT)
+            before = rss_mb(os.getpid())
+            tally = Tally()
+
+            async def client(i: int, until: float) -> None:
+                work = Workload(args.seed + i, args.add_share)
+                while time.monotonic() < until:
+                    op, body = work.next()
+                    t0 = time.perf_counter()
+                    try:
+                        if op == "query":
+                            text = body.pop("query")
+                            await akm.query(text, **body, **QUERY_OPTS)
+                        else:
+                            await akm.add(body.pop("text"), **body)
+                        err = None
+                    except Exception as exc:  # counted, not raised: the run goes on
+                        err = type(exc).__name__
+                    tally.record(op, (time.perf_counter() - t0) * 1000, err)
+
+            t0 = time.perf_counter()
+            until = time.monotonic() + args.duration
+            await asyncio.gather(*(client(i, until) for i in range(args.clients)))
+            out = tally.summary(time.perf_counter() - t0)
+            out.update(rss_before_mb=before, rss_after_mb=rss_mb(os.getpid()))
+            out["process"] = "this process (AsyncKemem)"
+            return out
+
+    return asyncio.run(go())
+
+
+def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from kemem_es import Kemem
+
+    skm = Kemem(km.settings)
+    skm.embedder = km.embedder
+    skm.warm_up()
+    skm.query("预热", user_id="u00001", agent_id=AGENT)
+    before = rss_mb(os.getpid())
+    tally = Tally()
+    until = time.monotonic() + args.duration
+
+    def client(i: int) -> None:
+        work = Workload(args.seed + i, args.add_share)
+        while time.monotonic() < until:
+            op, body = work.next()
+            t0 = time.perf_counter()
+            try:
+                if op == "query":
+                    skm.query(body.pop("query"), **body, **QUERY_OPTS)
+                else:
+                    skm.add(body.pop("text"), **body)
+                err = None
+            except Exception as exc:  # counted, not raised: the run goes on
+                err = type(exc).__name__
+            tally.record(op, (time.perf_counter() - t0) * 1000, err)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out = tally.summary(time.perf_counter() - t0)
+    out.update(rss_before_mb=before, rss_after_mb=rss_mb(os.getpid()))
+    out["process"] = "this process (Kemem, threads)"
+    skm.close()
+    return out
+
+
+RUNNERS: dict[str, Callable[[Any, argparse.Namespace], dict[str, Any]]] = {
+    "http": run_http,
+    "async": run_async,
+    "sync": run_sync,
+}
+
+
+# -- faults ----------------------------------------------------------------------------------
+def faults(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds until a degraded answer: engine hung (SIGSTOP of the local node), stopped
+    (nothing listening), official events index missing (user memories still answered)."""
+    from kemem_es.engine.local import LocalEngine
+
+    km = make_kemem("bench-faults", query_timeout_s=args.deadline)
+    drop_indices(km)
+    km.init()
+    km.add("用户和朋友周末去海边看了日出", user_id="u1", agent_id=AGENT, refresh=True)
+    km.add("海边的灯塔每周六开放", agent_id=AGENT, db="official", refresh=True)
+    ask = {"user_id": "u1", "agent_id": AGENT, "score_threshold": 0, "degrade": True}
+    out: dict[str, Any] = {"deadline_s": args.deadline}
+
+    def timed(k: Any, n: int = 5) -> dict[str, Any]:
+        secs, degraded, events = [], 0, 0
+        for _ in range(n):
+            t0 = time.perf_counter()
+            resp = k.query("海边日出", **ask)
+            secs.append(time.perf_counter() - t0)
+            degraded += bool(resp.additional_info.degraded)
+            events += len(resp.memory_events)
+        return {"seconds": percentiles(s * 1000 for s in secs), "degraded": degraded, "n": n,
+                "events_returned": events}  # fmt: skip
+
+    out["healthy"] = timed(km)
+    pid = LocalEngine(km.settings).pid() if not km.settings.es_url else None
+    if pid:
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            out["hung_sigstop"] = timed(km)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    down = make_kemem("bench-faults", es_url="http://127.0.0.1:9", query_timeout_s=args.deadline)
+    down.embedder = km.embedder
+    out["stopped"] = timed(down)
+    for concrete in km.engine.get_index(f"{km.settings.index_prefix}-official-events"):
+        km.engine.delete_index(concrete)
+    out["official_index_missing"] = timed(km)
+    drop_indices(km)
+    return out
+
+
+# -- the run ---------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    km = make_kemem(f"bench-load-{args.scale}")
+    result: dict[str, Any] = {
+        "scale": args.scale,
+        "clients": args.clients,
+        "duration_s": args.duration,
+        "add_share": args.add_share,
+        "query_options": QUERY_OPTS,
+        "runs": {},
+    }
+    if not args.reuse:
+        drop_indices(km)
+        km.init()
+        pool = latency.vector_pool(km, "int8", 7)
+        result["indexing"] = latency.load_corpus(km, args.scale, 7, pool)
+        result["merge"] = latency.force_merge(km, 1)
+    for mode in args.modes:
+        print(f"load: {mode} ({args.clients} clients, {args.duration} s)", file=sys.stderr)
+        result["runs"][mode] = RUNNERS[mode](km, args)
+        print(f"  {result['runs'][mode]}", file=sys.stderr)
+    if args.faults:
+        result["faults"] = faults(args)
+    result["stamp"] = stamp(km)
+    if not args.keep:
+        drop_indices(km)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"## Load: {result['clients']} clients × {result['duration_s']} s, "
+        f"{result['add_share']:.0%} adds, {result['scale']:,} events per database",
+        "",
+        "| way in | req/s | query p50 / p95 / p99 ms | add p50 / p99 ms | errors | degraded "
+        "| RSS before → after MB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, r in result["runs"].items():
+        q, a = r.get("query_ms", {}), r.get("add_ms", {})
+        lines.append(
+            f"| {mode} | {r['rps']} | {q.get('p50')} / {q.get('p95')} / {q.get('p99')} "
+            f"| {a.get('p50')} / {a.get('p99')} | {r['errors']} | {r['degraded']} "
+            f"| {r['rss_before_mb']} → {r['rss_after_mb']} |"
+        )
+    if "faults" in result:
+        f = result["faults"]
+        lines += [
+            "",
+            f"## Faults (query deadline {f['deadline_s']} s, degrade on; ms to the answer)",
+            "",
+            "| case | p50 | max | degraded answers | events returned |",
+            "|---|---|---|---|---|",
+        ]
+        for case in ("healthy", "hung_sigstop", "stopped", "official_index_missing"):
+            if case in f:
+                c = f[case]
+                lines.append(
+                    f"| {case} | {c['seconds']['p50']} | {c['seconds']['max']} "
+                    f"| {c['degraded']}/{c['n']} | {c['events_returned']} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scale", type=int, default=100_000)
+    p.add_argument("--clients", type=int, default=16)
+    p.add_argument("--duration", type=float, default=60.0)
+    p.add_argument("--add-share", type=float, default=0.1)
+    p.add_argument("--modes", nargs="+", choices=sorted(RUNNERS), default=["http", "async", "sync"])
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--reuse", action="store_true", help="the store is already loaded")
+    p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument("--faults", action="store_true", help="also time the fault cases")
+    p.add_argument("--deadline", type=float, default=1.0, help="query deadline for --faults")
+    p.add_argument("--out", type=Path, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli_main(parser, run, markdown, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""AsyncKemem against the real engine: the same answers as Kemem (one core), many calls at once
+on one event loop, async hooks awaited, background reinforcement carried by the loop, and the
+loop kept free while the model works."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from kemem_es import AsyncKemem, Kemem
+from kemem_es.engine.bridge import AwaitingClient
+from kemem_es.errors import InvalidInput, NotFound
+
+pytestmark = pytest.mark.engine
+
+A = {"agent_id": "qiyu", "user_id": "u_async"}
+
+
+def twin(kemem: Kemem, **update: Any) -> AsyncKemem:
+    akm = AsyncKemem(kemem.settings.model_copy(update=update) if update else kemem.settings)
+    akm.core.embedder = kemem.embedder
+    return akm
+
+
+def run(coro: Any) -> Any:
+    return asyncio.new_event_loop().run_until_complete(coro)
+
+
+def test_same_answers_as_the_sync_api_on_the_async_client(kemem: Kemem) -> None:
+    kemem.init()
+    for text in ("木木周末去吃了火锅", "木木养了一只柯基叫豆包", "祁煜在画室画了一整夜"):
+        kemem.add(text, **A, refresh=True)
+    want = kemem.query("想吃火锅", **A, score_threshold=0, reinforce=False)
+
+    async def go() -> Any:
+        async with twin(kemem) as akm:
+            got = await akm.query("想吃火锅", **A, score_threshold=0, reinforce=False)
+            assert isinstance(akm.core.engine.client, AwaitingClient)  # the async client
+            page = await akm.get_all(**A)
+            one = await akm.get(page.results[0].id, **A)
+            with pytest.raises(NotFound):
+                await akm.get("nope", **A)
+            with pytest.raises(InvalidInput):
+                await akm.add("x", agent_id="qiyu", user_id="")
+            return got, page, one
+
+    got, page, one = run(go())
+    assert [(e.index, e.score) for e in got.memory_events] == [
+        (e.index, e.score) for e in want.memory_events
+    ]
+    assert got.memory_events[0].description == "木木周末去吃了火锅"
+    assert len(page.results) == 3 and one.id == page.results[0].id
+
+
+def test_many_calls_at_once_hooks_and_reinforcement(kemem: Kemem) -> None:
+    kemem.init()
+    seen: list[str] = []
+
+    async def tag(response: Any, ctx: Any) -> Any:  # an async hook: awaited on the loop
+        await asyncio.sleep(0)
+        seen.append(ctx.user_id)
+        return response
+
+    async def go() -> tuple[list[Any], list[Any], int, float]:
+        async with twin(kemem, reinforce=True, reinforce_flush_s=60) as akm:
+            akm.hooks.after_search.append(tag)
+            users = [f"u{i}" for i in range(6)]
+            added = await asyncio.gather(
+                *(akm.add(f"{u}周末去海边看日出", agent_id="qiyu", user_id=u, refresh=True)
+                  for u in users)
+            )  # fmt: skip
+            answers = await asyncio.gather(
+                *(akm.query("海边日出", agent_id="qiyu", user_id=u, score_threshold=0)
+                  for u in users)
+            )  # fmt: skip
+            flushed = await akm.flush()  # the reinforcer's bulk, carried by this loop
+            mem = await akm.get(added[0][0].id, agent_id="qiyu", user_id="u0")
+            return added, answers, flushed, mem.strength
+
+    added, answers, flushed, strength = run(go())
+    assert all(a[0].event == "ADD" for a in added)
+    for i, resp in enumerate(answers):  # each user got their own memory, nobody else's
+        assert [e.index for e in resp.memory_events] == [added[i][0].id]
+    assert sorted(seen) == [f"u{i}" for i in range(6)]
+    assert flushed == 6 and strength > 0
+
+
+def test_the_event_loop_stays_free_while_the_model_works(kemem: Kemem) -> None:
+    """Embedding runs in the loop's thread pool: a ticker on the same loop keeps ticking while
+    a batch of long texts is embedded for an import."""
+    kemem.init()
+    rows = [
+        {
+            **A,
+            "id": f"r{i}",
+            "description": "木木今天" + "很开心" * 120,
+            "created_at": "2025-05-01T10:00:00",
+        }
+        for i in range(48)
+    ]
+
+    async def go() -> tuple[int, float]:
+        ticks, longest, stop = 0, 0.0, False
+
+        async def ticker() -> None:
+            nonlocal ticks, longest
+            last = time.perf_counter()
+            while not stop:
+                await asyncio.sleep(0.005)
+                now = time.perf_counter()
+                longest, last, ticks = max(longest, now - last), now, ticks + 1
+
+        async with twin(kemem) as akm:
+            await akm.warm_up()
+            task = asyncio.create_task(ticker())
+            report = await akm.index_records(rows, "events")
+            stop = True
+            await task
+        assert report.indexed == 48
+        return ticks, longest
+
+    ticks, longest = run(go())
+    assert ticks > 5 and longest < 0.5, (ticks, longest)
