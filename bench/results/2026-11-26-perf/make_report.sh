@@ -11,6 +11,10 @@ python -m bench.perf_report --out bench/results/2026-11-26-perf --notes bench/re
    "1M · A/B after, r2=$W/ab-annfilter-wt-perf-2.json" \
    "1M · 3.5 float merged, first run after the merge (ea0ec72)=$W/lat-1m-35-float-merged.json" \
    "1M · 3.5 float, official db as loaded (35 segments) (ea0ec72)=$W/lat-1m-35-loaded.json" \
+   "1M · post-merge A/B: pre-merge 0850cd5, r1=$W/ab-merge-wt-premerge-1.json" \
+   "1M · post-merge A/B: merged 7b47912, r1=$W/ab-merge-wt-perf-1.json" \
+   "1M · post-merge A/B: pre-merge, r2=$W/ab-merge-wt-premerge-2.json" \
+   "1M · post-merge A/B: merged, r2=$W/ab-merge-wt-perf-2.json" \
    "100k · 2.19 float merged (final)=$W/final-lat-100k-219-float.json" \
    "100k · 3.5 float merged (final)=$W/final-lat-100k-35-float.json" \
    "100k · 3.5 int8 merged (final)=$W/final-lat-100k-35-int8.json" \
