@@ -61,6 +61,14 @@ class Workload:
         return "query", {"query": self.rng.choice(self.texts), "user_id": user, "agent_id": AGENT}
 
 
+def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """The Python API call that a workload request is: (verb, text, keyword arguments)."""
+    kw = dict(body)
+    if op == "query":
+        return "query", kw.pop("query"), {**kw, **QUERY_OPTS}
+    return "add", kw.pop("text"), kw
+
+
 class Tally:
     def __init__(self) -> None:
         self.ms: dict[str, list[float]] = {"query": [], "add": []}
@@ -181,14 +189,10 @@ def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
                 work = Workload(args.seed + i, args.add_share)
                 while time.monotonic() < until:
                     op, body = work.next()
-                    t0 = time.perf_counter()
+                    verb, text, kw = api_call(op, body)
+                    t0, err = time.perf_counter(), None
                     try:
-                        if op == "query":
-                            text = body.pop("query")
-                            await akm.query(text, **body, **QUERY_OPTS)
-                        else:
-                            await akm.add(body.pop("text"), **body)
-                        err = None
+                        await getattr(akm, verb)(text, **kw)
                     except Exception as exc:  # counted, not raised: the run goes on
                         err = type(exc).__name__
                     tally.record(op, (time.perf_counter() - t0) * 1000, err)
@@ -219,13 +223,10 @@ def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
         work = Workload(args.seed + i, args.add_share)
         while time.monotonic() < until:
             op, body = work.next()
-            t0 = time.perf_counter()
+            verb, text, kw = api_call(op, body)
+            t0, err = time.perf_counter(), None
             try:
-                if op == "query":
-                    skm.query(body.pop("query"), **body, **QUERY_OPTS)
-                else:
-                    skm.add(body.pop("text"), **body)
-                err = None
+                getattr(skm, verb)(text, **kw)
             except Exception as exc:  # counted, not raised: the run goes on
                 err = type(exc).__name__
             tally.record(op, (time.perf_counter() - t0) * 1000, err)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 
 import pytest
+from support import drop_prefix
 
 from kemem_es.store.layout import index_alias
 from kemem_es.store.templates import index_body
@@ -36,12 +36,7 @@ def quantized(engine_settings, embedder):
     km = Kemem(settings)
     km.embedder = embedder
     yield tq.km.__wrapped__(km)
-    for name in km.engine.client.indices.get(index=f"{prefix}-*"):
-        km.engine.delete_index(name)
-    for kind in ("events", "entities"):
-        for db in ("user", "official"):
-            with contextlib.suppress(Exception):
-                km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
+    drop_prefix(km)
 
 
 def test_quantized_index_answers_like_the_float_one(quantized, kemem) -> None:
