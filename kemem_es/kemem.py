@@ -228,11 +228,7 @@ class Kemem:
         self, text: str, *, user_id: str, agent_id: str, **options: Any
     ) -> SimpleResponse:
         """Only the memory texts, in order of importance."""
-        resp = self.query(text, user_id=user_id, agent_id=agent_id, **options)
-        return SimpleResponse(
-            memory_events=[e.description for e in resp.memory_events],
-            memory_entities=[e.description for e in resp.memory_entities],
-        )
+        return self.query(text, user_id=user_id, agent_id=agent_id, **options).simple()
 
     def prompt(
         self,

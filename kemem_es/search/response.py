@@ -90,6 +90,13 @@ class QueryResponse(BaseModel):
         """JSON-ready dict using the contract's (Chinese) keys."""
         return self.model_dump(by_alias=True, exclude_none=True)
 
+    def simple(self) -> SimpleResponse:
+        """Only the memory texts, in order of importance (``/query_simple``)."""
+        return SimpleResponse(
+            memory_events=[e.description for e in self.memory_events],
+            memory_entities=[e.description for e in self.memory_entities],
+        )
+
     @property
     def results(self) -> list[dict[str, Any]]:
         """The Memory API view: events then entities as ``{"id", "memory", "score", "kind"}``

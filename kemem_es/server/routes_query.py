@@ -28,9 +28,11 @@ class QueryRequest(QueryParams):
     query: str = Field(description="the user's utterance")
 
 
-async def _run(request: Request, body: QueryRequest, access: Access) -> QueryResponse:
+async def _run(
+    request: Request, response: Response, body: QueryRequest, access: Access
+) -> QueryResponse:
     """The query; with degrade on (``KEMEM_SERVER_DEGRADE``, the default) an engine that is
-    down or slow gives an empty answer marked degraded instead of a 503."""
+    down or slow gives an empty answer marked degraded (and the header) instead of a 503."""
     access.check(body.agent_id)
     km: AsyncKemem = request.app.state.kemem
     options: dict[str, Any] = {
@@ -43,6 +45,9 @@ async def _run(request: Request, body: QueryRequest, access: Access) -> QueryRes
     )
     if resp.additional_info.degraded:
         request.app.state.metrics.degraded()
+        # ``engine_unavailable``: nothing searched; ``index_missing``: answered from the rest
+        code = "index_missing" if resp.additional_info.timings_ms else "engine_unavailable"
+        response.headers[DEGRADED_HEADER] = code
         # the reason goes to the caller, not the log: an engine's error text may quote input
         log.warning("query degraded (request %s)", request.state.request_id)
     else:
@@ -50,29 +55,15 @@ async def _run(request: Request, body: QueryRequest, access: Access) -> QueryRes
     return resp
 
 
-def _degraded_code(resp: QueryResponse) -> str:
-    """``engine_unavailable``: nothing searched; ``index_missing``: answered from what exists."""
-    return "index_missing" if resp.additional_info.timings_ms else "engine_unavailable"
-
-
 @router.post("/query", summary="Recall memories (the v23 response contract)")
 async def query(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
-    resp = await _run(request, body, access)
-    if resp.additional_info.degraded:
-        response.headers[DEGRADED_HEADER] = _degraded_code(resp)
-    return resp.to_contract()
+    return (await _run(request, response, body, access)).to_contract()
 
 
 @router.post("/query_simple", summary="Recall memories: only their texts")
 async def query_simple(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
 ) -> dict[str, Any]:
-    resp = await _run(request, body, access)
-    if resp.additional_info.degraded:
-        response.headers[DEGRADED_HEADER] = _degraded_code(resp)
-    return {
-        "memory_events": [e.description for e in resp.memory_events],
-        "memory_entities": [e.description for e in resp.memory_entities],
-    }
+    return (await _run(request, response, body, access)).simple().model_dump()
