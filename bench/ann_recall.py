@@ -99,15 +99,22 @@ def _copy_docs(eng: Any, src: str, dst: str, batch: int = 1000) -> None:
             if not hits:
                 break
             after = hits[-1]["sort"]
-            docs = eng.client.mget(index=src, body={"ids": [h["_id"] for h in hits]})["docs"]
+            # routed documents carry their routing: it is how mget and bulk find their shard
+            refs = [{"_id": h["_id"]} | _routed(h) for h in hits]
+            docs = eng.client.mget(index=src, body={"docs": refs})["docs"]
             lines: list[dict[str, Any]] = []
             for d in docs:
-                lines += [{"index": {"_index": dst, "_id": d["_id"]}}, d["_source"]]
+                meta = {"_index": dst, "_id": d["_id"]} | _routed(d)
+                lines += [{"index": meta}, d["_source"]]
             while len(pending) >= 2:
                 pending.pop(0).result()
             pending.append(pool.submit(eng.client.bulk, body=lines, request_timeout=600))
         for job in pending:
             job.result()
+
+
+def _routed(hit: dict[str, Any]) -> dict[str, Any]:
+    return {"routing": hit["_routing"]} if "_routing" in hit else {}
 
 
 def exact_body(vector: list[float], filters: list[dict[str, Any]], k: int) -> dict[str, Any]:

@@ -122,11 +122,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_db: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     shapes: dict[str, Any] = {}
     for searches in cap.msearches:
-        for index, body in searches:
+        for index, body, *routing in searches:
             db = "user" if "-user-" in index else "official"
             shapes.setdefault(db, _shape(body))
             for _ in range(args.repeat):
-                prof = km.engine.search(index, {**body, "profile": True})
+                prof = km.engine.search(index, {**body, "profile": True}, routing=routing[0])
             took = prof.get("took", 0)
             per_db[db]["took_ms"].append(took)
             for label, ns in summarise_profile(prof, args.depth).items():

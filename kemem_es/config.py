@@ -52,6 +52,14 @@ class Settings(BaseSettings):
         description="HNSW over int8-quantised vectors for new indices (OpenSearch lucene "
         "encoder sq, Elasticsearch int8_hnsw); final scores still use the float vectors",
     )
+    # Shards of new memory indices. Every scope is routed to one shard, so a chat query reads
+    # one shard per index whatever the count: more user-db shards mean smaller graphs to search
+    # per user (see README "Sizing shards and replicas"); the official db routes by agent.
+    user_shards: int = Field(default=1, ge=1, le=1024, description="primaries, user db indices")
+    official_shards: int = Field(
+        default=1, ge=1, le=1024, description="primaries, official db indices"
+    )
+    replicas: int = Field(default=0, ge=0, le=16, description="replicas of every kemem index")
     default_agent_id: str = Field(
         default="default", min_length=1, description="the agent of Memory API calls that name none"
     )

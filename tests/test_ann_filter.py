@@ -14,7 +14,7 @@ pytestmark = pytest.mark.engine
 def _knn_filters(searches) -> dict[str, bool]:
     """index → whether its body's knn clause carries a filter."""
     out = {}
-    for index, body in searches:
+    for index, body, *_ in searches:
         text = json.dumps(body)
         if '"knn"' in text:
             knn = body["query"]["bool"]["should"][-1]["constant_score"]["filter"]["knn"]

@@ -156,8 +156,10 @@ def test_bulk_lines_through_the_official_client(es_url: str) -> None:
     report = BulkWriter(engine, FakeEmbedder(), SplitTokenizer()).write(good, "events")
     assert report.indexed == 1
     lines, history = sent("PUT", "/_bulk") or sent("POST", "/_bulk")
-    doc_id = Scope.of(agent_id="a", user_id="u").doc_id("e1")
-    assert lines[0] == {"index": {"_index": "kemem-user-events", "_id": doc_id}}
+    scope = Scope.of(agent_id="a", user_id="u")
+    doc_id = scope.doc_id("e1")
+    meta = {"_index": "kemem-user-events", "_id": doc_id, "routing": scope.routing}
+    assert lines[0] == {"index": meta}
     assert lines[1]["id"] == "e1" and lines[1]["uid"] == doc_id
     assert lines[1]["description_tok"] == "吃 火 锅"
     assert len(lines[1]["vector"]) == DIMS
@@ -176,7 +178,8 @@ def test_fused_query_shape(es_url: str, path: str) -> None:
     params = QueryParams(agent_id="a", user_id="u", path=path, now=datetime(2025, 1, 1))
     searcher.search_events(params, [], [0.1] * DIMS, params.now)
     (lines,) = sent("POST", "/_msearch")
-    assert lines[0] == {"index": "kemem-user-events"}
+    routing = Scope.of(agent_id="a", user_id="u").routing  # the user's shard only
+    assert lines[0] == {"index": "kemem-user-events", "routing": routing}
     body = lines[1]
     if path == "approx":
         fs = body["rescore"]["query"]["rescore_query"]["function_score"]

@@ -99,9 +99,11 @@ def test_strength_only_change_is_an_update_and_rewrites_keep_recall_counts(kemem
     kemem.index_records([row], "events")
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
     uid = kemem.get("s", agent_id="qiyu", user_id="u1")
+    scope = __import__("kemem_es").store.Scope.of(agent_id="qiyu", user_id="u1")
     kemem.engine.client.update(
         index=alias,
-        id=__import__("kemem_es").store.Scope.of(agent_id="qiyu", user_id="u1").doc_id(uid.id),
+        id=scope.doc_id(uid.id),
+        routing=scope.routing,
         body={"doc": {"recall_count": 4}},
         refresh=True,
     )

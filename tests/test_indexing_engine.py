@@ -84,7 +84,7 @@ def test_events_round_trip_and_rerun_changes_nothing(kemem, tmp_path: Path) -> N
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
     assert kemem.engine.count(alias) == 2
 
-    doc = kemem.engine.get(alias, U1.doc_id("ev-1"))
+    doc = kemem.engine.get(alias, U1.doc_id("ev-1"), routing=U1.routing)
     assert doc is not None
     src_doc = doc["_source"]
     assert src_doc["description"] == EVENTS[0]["description"]
@@ -109,7 +109,7 @@ def test_entities_round_trip(kemem, tmp_path: Path) -> None:
     report = kemem.index_file(write_jsonl(tmp_path / "en.jsonl", ENTITIES), "entities", "user")
     assert report.indexed == 1
     alias = index_alias(kemem.settings.index_prefix, "user", "entities")
-    doc = kemem.engine.get(alias, U1.doc_id("en-1"))
+    doc = kemem.engine.get(alias, U1.doc_id("en-1"), routing=U1.routing)
     assert doc is not None
     assert doc["_source"]["kind"] == "用户属性"
     assert doc["_source"]["updatetime"] == "2024-09-24T13:00:00"

@@ -10,10 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -55,29 +54,18 @@ def cluster(engine_settings: Settings) -> Iterator[Settings]:
         local.stop()
 
 
-def _with_shards(shards: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    def change(body: dict[str, Any]) -> dict[str, Any]:
-        return {**body, "settings": {**body.get("settings", {}), "number_of_shards": shards}}
-
-    return change
-
-
-def _indexed(settings: Settings, embedder, shards: int | None = None):
-    """A Kemem on a fresh prefix with the demo corpus; ``shards`` overrides the templates'."""
+def _indexed(settings: Settings, embedder, shards: int = 1):
+    """A Kemem on a fresh prefix with the demo corpus, ``shards`` primaries per index."""
     from kemem_es import Kemem
     from kemem_es.kemem import DEMO_FILES, demo_path
 
     prefix = f"test-cl-{uuid.uuid4().hex[:8]}"
     # Comparing scores across topologies: recalls must not reinforce between the queries.
-    km = Kemem(settings.model_copy(update={"index_prefix": prefix, "reinforce": False}))
+    update = {"index_prefix": prefix, "reinforce": False}
+    km = Kemem(
+        settings.model_copy(update=update | {"user_shards": shards, "official_shards": shards})
+    )
     km.embedder = embedder
-    if shards is not None:
-        engine, change = km.engine, _with_shards(shards)
-        create, put = engine.create_index, engine.put_index_template
-        engine.create_index = lambda index, body: create(index, change(body))
-        engine.put_index_template = lambda name, body: put(
-            name, {**body, "template": change(body["template"])}
-        )
     km.init()
     for name, kind, db in DEMO_FILES:
         km.index_file(demo_path(name), kind, db)
@@ -141,27 +129,23 @@ def test_same_answers_across_nodes(cluster: Settings, embedder, reference) -> No
     _scoped(got)
 
 
-def _dfs(km) -> None:
-    """Every search of ``km`` collects the BM25 statistics of all shards first."""
-    client = km.engine.client
-    search, msearch = client.search, client.msearch
-    client.search = lambda *a, **kw: search(*a, search_type="dfs_query_then_fetch", **kw)
-    client.msearch = lambda *a, **kw: msearch(*a, search_type="dfs_query_then_fetch", **kw)
-
-
-def test_three_shards_same_answers_with_dfs(cluster: Settings, embedder, reference) -> None:
-    """Three shards per index over the three nodes. BM25's statistics are per shard, so plain
-    searches score keywords a little differently from one shard (up to 0.05 on the demo's
-    24 official events, 6 to 11 per shard); with ``dfs_query_then_fetch`` the answers are the
-    single node's exactly. Without it, every event is still the asking user's or official."""
+def test_three_shards_same_answers(cluster: Settings, embedder, reference) -> None:
+    """Three shards per index over the three nodes. Every scope is routed to one shard, so a
+    query reads one shard per index, on whichever node holds it; the fused score does not use
+    a shard's BM25 statistics, so the answers are the single node's exactly."""
     km = _indexed(cluster, embedder, shards=NODES)
     try:
         shards = km.engine.client.cat.shards(index="test-cl-*", format="json")
         assert {s["node"] for s in shards} == {f"Node {i}" for i in range(1, NODES + 1)}
-        plain = _answers(km)
-        _dfs(km)
-        dfs = _answers(km)
+        alias = f"{km.settings.index_prefix}-user-events"
+        body = {"size": 1000, "_source": ["agent_id", "user_id"], "explain": True}
+        placed: dict[tuple[str, str], set[str]] = {}
+        for hit in km.engine.search(alias, body)["hits"]["hits"]:
+            key = (hit["_source"]["agent_id"], hit["_source"]["user_id"])
+            placed.setdefault(key, set()).add(hit["_shard"])
+        assert all(len(s) == 1 for s in placed.values())  # one shard per scope
+        got = _answers(km)
     finally:
         _drop(km)
-    _scoped(plain)
-    assert dfs == reference
+    _scoped(got)
+    assert got == reference

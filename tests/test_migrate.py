@@ -21,6 +21,7 @@ def _v1_index(kemem, db: str, kind: str) -> str:
     props.pop("uid")
     props.pop("meta")
     body["mappings"]["_meta"]["kemem_template_version"] = 1
+    del body["mappings"]["_meta"]["kemem_routing"], body["mappings"]["_routing"]
     alias = index_alias(kemem.settings.index_prefix, db, kind)
     kemem.engine.create_index(f"{alias}-v1", {**body, "aliases": {alias: {}}})
     return alias

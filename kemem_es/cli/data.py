@@ -47,7 +47,8 @@ def migrate(
     model_dir: Path | None = ModelDirOpt,
     variant: str | None = VariantOpt,
 ) -> None:
-    """Copy indices written by an older kemem-es (global ids) into the per-scope id layout.
+    """Copy indices written by an older kemem-es (global ids, or several shards without
+    routing) into the current layout (ids per scope, routed by scope).
     Does nothing when there is nothing to migrate."""
     from kemem_es.store.migrate import migrate as run_migration
 

@@ -79,6 +79,7 @@ class Engine(ABC):
 
     dialect: str
     _excludes_kw: str
+    _includes_kw: str
 
     def __init__(self, client: Any, settings: Settings, info: dict[str, Any]) -> None:
         self.client = client
@@ -120,23 +121,36 @@ class Engine(ABC):
     # -- calls that differ between the clients ---------------------------------------------
     @abstractmethod
     def search(
-        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+        self,
+        index: str,
+        body: dict[str, Any],
+        ignore_unavailable: bool = False,
+        routing: str | None = None,
     ) -> dict[str, Any]:
-        """``ignore_unavailable``: a missing index among ``index`` is skipped, not an error."""
+        """``ignore_unavailable``: a missing index among ``index`` is skipped, not an error.
+        ``routing`` (``Scope.routing``, comma-separated for several): only the shards that
+        hold those scopes are searched."""
 
-    def msearch(self, searches: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        """Several (index, body) searches in one round trip; responses in the same order."""
+    def msearch(self, searches: Sequence[Search]) -> list[dict[str, Any]]:
+        """Several (index, body[, routing]) searches in one round trip; responses in order."""
         lines: list[dict[str, Any]] = []
-        for index, body in searches:
-            lines += [{"index": index}, body]
+        for index, body, *routing in searches:
+            header: dict[str, Any] = {"index": index}
+            if routing and routing[0]:
+                header["routing"] = routing[0]
+            lines += [header, body]
         return list(self._msearch(lines)["responses"])
 
     @abstractmethod
     def _msearch(self, lines: list[dict[str, Any]]) -> Any: ...
 
-    @abstractmethod
-    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
-        """Found documents' selected source fields, keyed by id."""
+    def mget(
+        self, index: str, docs: Sequence[tuple[str, str | None]], fields: list[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Found documents' selected source fields, keyed by id; ``docs`` are (id, routing)."""
+        body = {"docs": [_doc_ref(index, doc_id, routing) for doc_id, routing in docs]}
+        resp = self._mget_body(body, {self._includes_kw: fields})
+        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
 
     @abstractmethod
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
@@ -168,17 +182,28 @@ class Engine(ABC):
     def refresh(self, index: str) -> None:
         self.client.indices.refresh(index=index)
 
-    def count(self, index: str, query: dict[str, Any] | None = None) -> int:
+    def count(
+        self, index: str, query: dict[str, Any] | None = None, routing: str | None = None
+    ) -> int:
         body = {"query": query} if query else None
-        return int(self._count(index, body)["count"])
+        return int(self._count(index, body, routing)["count"])
 
-    def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
-        return dict(self.client.count(index=index, body=body, request_timeout=self.read_timeout))
+    def _count(
+        self, index: str, body: dict[str, Any] | None, routing: str | None
+    ) -> dict[str, Any]:
+        kw = {"routing": routing} if routing else {}
+        return dict(
+            self.client.count(index=index, body=body, request_timeout=self.read_timeout, **kw)
+        )
 
-    def get(self, index: str, doc_id: str, excludes: Sequence[str] = ()) -> dict[str, Any] | None:
+    def get(
+        self, index: str, doc_id: str, excludes: Sequence[str] = (), routing: str | None = None
+    ) -> dict[str, Any] | None:
         """The document (real-time: no refresh needed), or None when it does not exist."""
         try:
-            kw = {self._excludes_kw: list(excludes)} if excludes else {}
+            kw: dict[str, Any] = {self._excludes_kw: list(excludes)} if excludes else {}
+            if routing:
+                kw["routing"] = routing
             return dict(self.client.get(index=index, id=doc_id, **kw))
         except Exception as exc:  # each client raises its own NotFoundError
             if status_of(exc) == 404:
@@ -186,11 +211,11 @@ class Engine(ABC):
             raise
 
     def get_many(
-        self, refs: Sequence[tuple[str, str]], excludes: Sequence[str] = ()
+        self, refs: Sequence[tuple[str, str, str | None]], excludes: Sequence[str] = ()
     ) -> list[dict[str, Any] | None]:
-        """Several (index, id) documents in one real-time round trip, in order; None where
-        missing (no 404s: a miss is an answer here, not an error)."""
-        body = {"docs": [{"_index": index, "_id": doc_id} for index, doc_id in refs]}
+        """Several (index, id, routing) documents in one real-time round trip, in order; None
+        where missing (no 404s: a miss is an answer here, not an error)."""
+        body = {"docs": [_doc_ref(index, doc_id, routing) for index, doc_id, routing in refs]}
         kw = {self._excludes_kw: list(excludes)} if excludes else {}
         resp = self._mget_body(body, kw)
         return [d if d.get("found") else None for d in resp["docs"]]
@@ -201,6 +226,19 @@ class Engine(ABC):
     @abstractmethod
     def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
         """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
+
+
+Search = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str | None]
+
+
+def _doc_ref(index: str, doc_id: str, routing: str | None) -> dict[str, Any]:
+    ref = {"_index": index, "_id": doc_id}
+    return ref | {"routing": routing} if routing else ref
+
+
+def _search_kw(ignore_unavailable: bool, routing: str | None) -> dict[str, Any]:
+    kw: dict[str, Any] = {"ignore_unavailable": True} if ignore_unavailable else {}
+    return kw | {"routing": routing} if routing else kw
 
 
 def status_of(exc: Exception) -> int | None:
@@ -215,6 +253,7 @@ def status_of(exc: Exception) -> int | None:
 class OpenSearchEngine(Engine):
     dialect = "opensearch"
     _excludes_kw = "_source_excludes"
+    _includes_kw = "_source_includes"
 
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
         # knn_score with cosinesimil scores (1 + cos) / 2 on 2.19 (lucene-style normalisation).
@@ -242,9 +281,13 @@ class OpenSearchEngine(Engine):
         return {"knn": {field: clause}}
 
     def search(
-        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+        self,
+        index: str,
+        body: dict[str, Any],
+        ignore_unavailable: bool = False,
+        routing: str | None = None,
     ) -> dict[str, Any]:
-        kw = {"ignore_unavailable": True} if ignore_unavailable else {}
+        kw = _search_kw(ignore_unavailable, routing)
         return dict(
             self.client.search(index=index, body=body, request_timeout=self.read_timeout, **kw)
         )
@@ -254,10 +297,6 @@ class OpenSearchEngine(Engine):
 
     def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any:
         return self.client.mget(body=body, request_timeout=self.read_timeout, **kw)
-
-    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
-        resp = self.client.mget(index=index, body={"ids": ids}, _source_includes=fields)
-        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
 
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
         return dict(self.client.bulk(body=lines, refresh=refresh))
@@ -308,6 +347,7 @@ class OpenSearchEngine(Engine):
 class ElasticsearchEngine(Engine):
     dialect = "elasticsearch"
     _excludes_kw = "source_excludes"
+    _includes_kw = "source_includes"
 
     def vector_function(self, field: str, query_vector: Sequence[float], weight: float) -> dict:
         return {
@@ -334,11 +374,14 @@ class ElasticsearchEngine(Engine):
         return {"knn": clause}
 
     def search(
-        self, index: str, body: dict[str, Any], ignore_unavailable: bool = False
+        self,
+        index: str,
+        body: dict[str, Any],
+        ignore_unavailable: bool = False,
+        routing: str | None = None,
     ) -> dict[str, Any]:
         reader = self.client.options(request_timeout=self.read_timeout)
-        kw = {"ignore_unavailable": True} if ignore_unavailable else {}
-        return dict(reader.search(index=index, **body, **kw))
+        return dict(reader.search(index=index, **body, **_search_kw(ignore_unavailable, routing)))
 
     def _msearch(self, lines: list[dict[str, Any]]) -> Any:
         reader = self.client.options(request_timeout=self.read_timeout)
@@ -347,10 +390,6 @@ class ElasticsearchEngine(Engine):
     def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any:
         reader = self.client.options(request_timeout=self.read_timeout)
         return reader.mget(docs=body["docs"], **kw)
-
-    def mget(self, index: str, ids: list[str], fields: list[str]) -> dict[str, dict[str, Any]]:
-        resp = self.client.mget(index=index, ids=ids, source_includes=fields)
-        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
 
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
         return dict(self.client.bulk(operations=lines, refresh=refresh))
@@ -370,9 +409,12 @@ class ElasticsearchEngine(Engine):
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, **body)
 
-    def _count(self, index: str, body: dict[str, Any] | None) -> dict[str, Any]:
+    def _count(
+        self, index: str, body: dict[str, Any] | None, routing: str | None
+    ) -> dict[str, Any]:
         reader = self.client.options(request_timeout=self.read_timeout)
-        return dict(reader.count(index=index, **(body or {})))
+        kw = {"routing": routing} if routing else {}
+        return dict(reader.count(index=index, **(body or {}), **kw))
 
 
 def _auth_kwargs(settings: Settings) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def _weakest(engine: Engine, scope: Scope, n: int) -> list[tuple[MemoryKind, dic
         }
         if after:
             body["search_after"] = after
-        hits = engine.search(indices, body)["hits"]["hits"]
+        hits = engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
         if not hits:
             break
         out += [(kind_of_index(h["_index"]), h["_source"]) for h in hits]

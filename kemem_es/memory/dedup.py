@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.engine.client import Engine, Search, engine_errors
 from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
 from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
 from kemem_es.store.scope import Scope
@@ -69,14 +69,14 @@ def nearest(
     if not items:
         return []
     prefix = engine.settings.index_prefix
-    searches = []
+    searches: list[Search] = []
     for scope, record, vector in items:
         body = {
             "size": 1,
             "query": engine.ann_query(VECTOR_FIELD, vector, 1, _filters(scope, record)),
             "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
         }
-        searches.append((index_alias(prefix, scope.db, kind), body))
+        searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))
     with engine_errors("looking for duplicates"):
         responses = engine.msearch(searches)
     out: list[Match | None] = []

@@ -175,10 +175,10 @@ class MemoryService:
             chunk = items[lo : lo + DEDUP_CHUNK]
             existing: set[str] = set()
             for db in {c.scope.db for c in chunk}:
-                ids = [c.doc_id for c in chunk if c.scope.db == db]
+                refs = [c.ref for c in chunk if c.scope.db == db]
                 alias = index_alias(self.crud.prefix, db, kind)
                 with engine_errors("looking up memories"):
-                    existing |= set(self.engine.mget(alias, ids, ["id"]))
+                    existing |= set(self.engine.mget(alias, refs, ["id"]))
             new = [c for c in chunk if c.doc_id not in existing]
             left += [c for c in chunk if c.doc_id in existing]
             vectors = self.writer.vectors([c.record for c in new])

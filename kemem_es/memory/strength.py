@@ -36,6 +36,7 @@ EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
     (timedelta(days=182), 100.0),
 )
 MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are dropped (logged)
+RecallKey = tuple[str, str, str]  # (index alias, engine _id, routing) of a recalled memory
 
 # Constant script source: the amounts and time travel as params, never as source text.
 RECALL_SCRIPT = (
@@ -77,7 +78,7 @@ class Reinforcer:
         self.flush_s = flush_s
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._recalls: dict[tuple[str, str], list[Any]] = {}  # (index, _id) → [n, now]
+        self._recalls: dict[RecallKey, list[Any]] = {}  # → [n, now]
         self._active: dict[str, dict[str, Any]] = {}  # state id → state doc
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -86,7 +87,7 @@ class Reinforcer:
         self.failed_flushes = 0
 
     # -- enqueue (the query path) ---------------------------------------------------------
-    def recalled(self, hits: Iterable[tuple[str, str]], now: datetime) -> None:
+    def recalled(self, hits: Iterable[RecallKey], now: datetime) -> None:
         stamp = utc_iso(now if now.tzinfo else now.astimezone())
         with self._lock:
             for key in hits:
@@ -122,10 +123,11 @@ class Reinforcer:
             if not recalls and not active:
                 return 0
             lines: list[dict[str, Any]] = []
-            for (index, doc_id), (n, now) in recalls.items():
+            for (index, doc_id, routing), (n, now) in recalls.items():
                 params = {"gain": self.amount * n, "n": n, "now": now}
+                meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
                 lines += [
-                    {"update": {"_index": index, "_id": doc_id, "retry_on_conflict": 10}},
+                    {"update": meta},
                     {"script": {"source": RECALL_SCRIPT, "lang": "painless", "params": params}},
                 ]
             users = users_alias(self.engine.settings.index_prefix)
@@ -210,15 +212,15 @@ def state_id(scope: Scope) -> str:
     return scope.doc_id("\x00state")
 
 
-def recall_keys(
-    prefix: str, user: Scope, official: Scope, resp: QueryResponse
-) -> list[tuple[str, str]]:
-    """(index, engine id) of every memory a response returned, events and entities."""
+def recall_keys(prefix: str, user: Scope, official: Scope, resp: QueryResponse) -> list[RecallKey]:
+    """(index, engine id, routing) of every memory a response returned, events and
+    entities."""
     scopes = {"user": user, "official": official}
     keys = []
     for e in resp.memory_events:
-        keys.append((index_alias(prefix, e.db, "events"), scopes[e.db].doc_id(e.index)))  # type: ignore[arg-type]
+        s = scopes[e.db]
+        keys.append((index_alias(prefix, e.db, "events"), s.doc_id(e.index), s.routing))  # type: ignore[arg-type]
     for n in resp.memory_entities:
-        mid = str(n.index.get("index"))
-        keys.append((index_alias(prefix, n.db, "entities"), scopes[n.db].doc_id(mid)))  # type: ignore[arg-type]
+        s, mid = scopes[n.db], str(n.index.get("index"))
+        keys.append((index_alias(prefix, n.db, "entities"), s.doc_id(mid), s.routing))  # type: ignore[arg-type]
     return keys

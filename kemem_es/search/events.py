@@ -56,10 +56,19 @@ FUNCTION_ORDER = ("kw", "vec", "time", "strength")
 ANN_BOOST = 1000.0  # ANN neighbours sort ahead of keyword-only candidates in the window
 
 
-def scope_filters(db: Database, agent_id: str, user_id: str) -> list[dict[str, Any]]:
+def query_scope(db: Database, agent_id: str, user_id: str) -> Scope:
     """User memories are per (agent, user); official ones are shared by the agent's users
     (the rule itself lives in the store's Scope)."""
-    return Scope.of(agent_id=agent_id, user_id=user_id if db == "user" else None, db=db).filters()
+    return Scope.of(agent_id=agent_id, user_id=user_id if db == "user" else None, db=db)
+
+
+def scope_filters(db: Database, agent_id: str, user_id: str) -> list[dict[str, Any]]:
+    return query_scope(db, agent_id, user_id).filters()
+
+
+def routing(db: Database, params: QueryParams) -> str:
+    """The shard(s) of the query's scope in ``db``'s indices."""
+    return query_scope(db, params.agent_id, params.user_id).routing
 
 
 def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:

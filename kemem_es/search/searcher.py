@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine
+from kemem_es.engine.client import Engine, Search
 from kemem_es.errors import EngineUnavailable
 from kemem_es.models import Database
 from kemem_es.prompt import entity_log, event_log
@@ -296,15 +296,17 @@ class Searcher:
         return self._scope_counts(db, params)[0] > EXACT_MAX_DOCS
 
     def _scope_counts(self, db: Database, params: QueryParams) -> tuple[int, int]:
-        """(memories in scope, memories in the index), counted by the engine, cached a minute."""
+        """(memories in scope, memories on the scope's shard), counted by the engine, cached a
+        minute."""
         alias = index_alias(self.engine.settings.index_prefix, db, "events")
         key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}|{params.filters}"
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
             scope = {"bool": {"filter": ev.request_filters(db, params)}}
+            routing = ev.routing(db, params)
             try:
-                n_scope = self.engine.count(alias, scope)
-                cached = (time.monotonic(), n_scope, self.engine.count(alias))
+                n_scope = self.engine.count(alias, scope, routing)
+                cached = (time.monotonic(), n_scope, self.engine.count(alias, routing=routing))
             except Exception as err:  # a missing index: the event search will say so
                 if not _missing_index(err):
                     raise
@@ -313,8 +315,8 @@ class Searcher:
         return cached[1], cached[2]
 
     def _ann_filtered(self, db: Database, params: QueryParams, approx: bool) -> bool:
-        """Whether the ANN clause needs the scope as its own filter. Not when the scope is the
-        whole index (one agent's official db): the filter then removes nothing, and building
+        """Whether the ANN clause needs the scope as its own filter. Not when the scope is all
+        its shard holds (one agent's official db): the filter then removes nothing, and building
         it costs a pass over every document (~6 ms a query at 1M). The window's own filter
         still applies, so a memory written outside the scope within the count's minute can
         only take an ANN slot, never be returned."""
@@ -342,14 +344,14 @@ class Searcher:
             else keyword_clauses(words, EVENT_FIELDS)
         )
         mode = params.mode
-        searches: list[tuple[str, dict[str, Any]]] = []
+        searches: list[Search] = []
         dbs: list[Database] = []
         for db in DATABASES:
             approx = self._approx(db, params)
             args = (self.engine, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
             for body in _mode_bodies(params, args, parts, ann_filtered):
-                searches.append((index_alias(prefix, db, "events"), body))
+                searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
                 dbs.append(db)
         responses = self.engine.msearch(searches)
         offset = ev.vec_offset(params, _mode_weights(params))
@@ -416,7 +418,9 @@ class Searcher:
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
         offset = entity_offset(params, with_vector=True)
         scored = []
-        for hit in self.engine.search(indices, body, ignore_unavailable=True)["hits"]["hits"]:
+        routing = ",".join(ev.routing(db, params) for db in DATABASES)
+        hits = self.engine.search(indices, body, ignore_unavailable=True, routing=routing)
+        for hit in hits["hits"]["hits"]:
             score = ev.calibrated(float(hit["_score"]), offset)
             if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
                 scored.append((hit, score))

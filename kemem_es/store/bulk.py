@@ -200,8 +200,8 @@ class BulkWriter:
         hashes = [content_hash(c.record, self.embedder.name) for c in chunk]
         existing: dict[str, dict[str, Any]] = {}
         for db in {c.scope.db for c in chunk}:
-            ids = [c.doc_id for c in chunk if c.scope.db == db]
-            existing |= self.engine.mget(index_alias(prefix, db, kind), ids, EXISTING_FIELDS)
+            refs = [c.ref for c in chunk if c.scope.db == db]
+            existing |= self.engine.mget(index_alias(prefix, db, kind), refs, EXISTING_FIELDS)
         todo = [
             (c, h)
             for c, h in zip(chunk, hashes, strict=True)
@@ -228,7 +228,8 @@ class BulkWriter:
                 batches.append(cur)
                 cur, size = _Batch([], {}, {}), 0
             alias = index_alias(prefix, c.scope.db, kind)
-            cur.lines += [{"index": {"_index": alias, "_id": c.doc_id}}, doc]
+            meta = {"_index": alias, "_id": c.doc_id, "routing": c.scope.routing}
+            cur.lines += [{"index": meta}, doc]
             cur.labels[c.doc_id] = c.label
             cur.history[c.doc_id] = history.entry(
                 c.scope, c.memory_id, kind, "UPDATE" if old else "ADD", actor, old=old, new=doc

@@ -83,7 +83,7 @@ class Crud:
     def fetch(self, scope: Scope, memory_id: str, kind: MemoryKind | None = None) -> Stored:
         """The memory with this id in this scope; NotFound otherwise (also for other scopes)."""
         kinds = _kinds(kind)
-        refs = [(self.alias(scope, k), scope.doc_id(memory_id)) for k in kinds]
+        refs = [(self.alias(scope, k), scope.doc_id(memory_id), scope.routing) for k in kinds]
         with engine_errors("reading a memory"):
             docs = self.engine.get_many(refs, excludes=FETCH_EXCLUDES)
         found = [
@@ -128,7 +128,7 @@ class Crud:
             body["search_after"] = decode_cursor(cursor)
         indices = ",".join(self.alias(scope, k) for k in kinds)
         with engine_errors("listing memories"):
-            hits = self.engine.search(indices, body)["hits"]["hits"]
+            hits = self.engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
         out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
         nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
         return out, nxt
@@ -141,7 +141,9 @@ class Crud:
     ) -> int:
         query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
         with engine_errors("counting memories"):
-            return sum(self.engine.count(self.alias(scope, k), query) for k in _kinds(kind))
+            return sum(
+                self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
+            )
 
     def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
         with engine_errors("reading history"):
@@ -156,7 +158,11 @@ class Crud:
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
                 version: Stored | None = None) -> dict[str, Any]:  # fmt: skip
         """A bulk action line on one memory; with ``version``, only if it is still that one."""
-        meta: dict[str, Any] = {"_index": self.alias(scope, kind), "_id": scope.doc_id(memory_id)}
+        meta: dict[str, Any] = {
+            "_index": self.alias(scope, kind),
+            "_id": scope.doc_id(memory_id),
+            "routing": scope.routing,
+        }
         if version is not None:
             meta |= {"if_seq_no": version.seq_no, "if_primary_term": version.primary_term}
         return {op: meta}

@@ -1,11 +1,18 @@
-"""Moving indices written by template version 1 (global ids) into version 2 (ids per scope).
+"""Moving memory indices into the current layout: ids per scope, documents routed by scope.
 
-Version 1 used the caller's id (or a content hash) as the engine ``_id``, shared by every
-tenant. Version 2 derives the ``_id`` from the scope and that id. Migration copies each
-document into a new ``-v2`` index under its scoped id, then moves the alias in one atomic
-step; the old index is kept (``drop_old`` deletes it) so nothing is lost if anything is wrong.
-Documents that break the scope rule (an official memory with a user, a user memory without
-one: possible under version 1) are not copied; they are counted and stay in the old index.
+Two older layouts are copied:
+- template version 1 used the caller's id (or a content hash) as the engine ``_id``, shared by
+  every tenant; the copy derives the ``_id`` from the scope and that id;
+- indices of several shards written before routing (version 2 without ``_meta.kemem_routing``)
+  placed each memory on the shard its ``_id`` hashes to; the copy routes it by its scope, so a
+  scoped request finds it on the one shard it reads. (Single-shard indices need no copy: every
+  route leads to their one shard.)
+
+Each document goes into a new index under its scoped id and routing, then the alias moves in
+one atomic step; the old index is kept (``drop_old`` deletes it) so nothing is lost if anything
+is wrong. Documents that break the scope rule (an official memory with a user, a user memory
+without one: possible under version 1) are not copied; they are counted and stay in the old
+index.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ from kemem_es.errors import KememError
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.documents import meta_entries
 from kemem_es.store.layout import DATABASES, KINDS, UID_FIELD, index_alias
-from kemem_es.store.scope import Scope
+from kemem_es.store.scope import scope_of_source
 from kemem_es.store.templates import (
+    ROUTING,
     concrete_index,
-    index_body,
     install_history,
     install_users,
+    memory_index_body,
     put_template,
 )
 
@@ -42,8 +50,16 @@ class MigrationReport:
     dropped_old: bool = False
 
 
-def v1_indices(engine: Engine) -> list[tuple[Database, MemoryKind, str]]:
-    """(db, kind, concrete index) of every alias still on version 1."""
+def _outdated(spec: dict[str, Any]) -> bool:
+    meta = spec.get("mappings", {}).get("_meta", {})
+    if meta.get("kemem_template_version") == OLD_VERSION:
+        return True
+    shards = int(spec.get("settings", {}).get("index", {}).get("number_of_shards", 1))
+    return shards > 1 and meta.get("kemem_routing") != ROUTING
+
+
+def outdated_indices(engine: Engine) -> list[tuple[Database, MemoryKind, str]]:
+    """(db, kind, concrete index) of every alias still on version 1, or sharded unrouted."""
     out = []
     prefix = engine.settings.index_prefix
     for db in DATABASES:
@@ -52,16 +68,16 @@ def v1_indices(engine: Engine) -> list[tuple[Database, MemoryKind, str]]:
             if not engine.index_exists(alias):
                 continue
             for name, spec in engine.get_index(alias).items():
-                meta = spec.get("mappings", {}).get("_meta", {})
-                if meta.get("kemem_template_version") == OLD_VERSION:
+                if _outdated(spec):
                     out.append((db, kind, name))
     return out
 
 
-def _scan(engine: Engine, index: str) -> Iterator[list[dict[str, Any]]]:
+def _scan(engine: Engine, index: str, key: str) -> Iterator[list[dict[str, Any]]]:
+    """Every document, in pages sorted by ``key`` (unique in the index)."""
     after: list[Any] | None = None
     while True:
-        body: dict[str, Any] = {"size": PAGE, "sort": [{"id": "asc"}], "query": {"match_all": {}}}
+        body: dict[str, Any] = {"size": PAGE, "sort": [{key: "asc"}], "query": {"match_all": {}}}
         if after:
             body["search_after"] = after
         hits = engine.search(index, body)["hits"]["hits"]
@@ -71,39 +87,52 @@ def _scan(engine: Engine, index: str) -> Iterator[list[dict[str, Any]]]:
         after = hits[-1]["sort"]
 
 
-def _convert(db: Database, source: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    scope = Scope.of(agent_id=source.get("agent_id"), user_id=source.get("user_id"), db=db)
+def _convert(db: Database, source: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(bulk action meta without the index, document) of one memory in the current layout."""
+    scope = scope_of_source(db, source)
     doc = dict(source)
     memory_id = str(doc.get("id", ""))
     doc["db"] = db
     doc[UID_FIELD] = scope.doc_id(memory_id)
     doc["meta"] = meta_entries(doc.get("metadata") or {})
-    return scope.doc_id(memory_id), doc
+    return {"_id": scope.doc_id(memory_id), "routing": scope.routing}, doc
+
+
+def _target(engine: Engine, db: Database, kind: MemoryKind, old: str) -> str:
+    new = concrete_index(engine.settings.index_prefix, db, kind)
+    return f"{new}-routed" if new == old else new
 
 
 def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[MigrationReport]:
-    """Copy every version-1 index of this prefix into version 2 and move its alias."""
+    """Copy every outdated index of this prefix into the current layout and move its alias.
+    The new index has the old one's shard count (at least the configured one)."""
     reports = []
     with engine_errors("migrating"):
         install_history(engine)
         install_users(engine)
-        for db, kind, old in v1_indices(engine):
+        for db, kind, old in outdated_indices(engine):
             alias = index_alias(engine.settings.index_prefix, db, kind)
-            new = concrete_index(engine.settings.index_prefix, db, kind)
+            new = _target(engine, db, kind, old)
             rep = MigrationReport(alias, old, new)
-            body = index_body(kind, engine.dialect, dims)
+            body = memory_index_body(engine, db, kind, dims)
+            old_shards = int(engine.get_index(old)[old]["settings"]["index"]["number_of_shards"])
+            sizing = body["settings"]
+            sizing["number_of_shards"] = max(old_shards, sizing["number_of_shards"])
             put_template(engine, alias, body)
             if not engine.index_exists(new):
                 engine.create_index(new, body)
-            for hits in _scan(engine, old):
+            # version 1: caller ids were global, so unique; later: the scoped engine id is
+            fields = engine.get_index(old)[old]["mappings"]["properties"]
+            key = UID_FIELD if UID_FIELD in fields else "id"
+            for hits in _scan(engine, old, key):
                 lines: list[dict[str, Any]] = []
                 for h in hits:
                     try:
-                        doc_id, doc = _convert(db, h["_source"])
+                        meta, doc = _convert(db, h["_source"])
                     except KememError as exc:
                         rep.skipped.append(f"{h['_id']}: {exc}")
                         continue
-                    lines += [{"index": {"_index": new, "_id": doc_id}}, doc]
+                    lines += [{"index": {"_index": new, **meta}}, doc]
                 if lines:
                     resp = engine.bulk(lines)
                     bad = [i for i in resp["items"] if i["index"].get("status", 500) >= 300]

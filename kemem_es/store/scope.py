@@ -5,6 +5,11 @@ are shared by every user of one agent and carry no user. Every read, write, upda
 goes through :class:`Scope`: writes derive the engine ``_id`` from it (so equal caller ids in two
 scopes can never collide), reads and deletes filter by it, and a fetched document is checked
 against it before it is returned.
+
+The scope is also the engine's **routing** key: all memories of one scope live on one shard of
+each index, so a scoped request reads one shard however many the index has (the per-user ANN
+search then filters a shard's graph, not the whole index's). User memories route by
+(agent, user); an agent's official memories by agent.
 """
 
 from __future__ import annotations
@@ -46,6 +51,13 @@ class Scope:
         key = _SEP.join((self.db, self.agent_id, self.user_id or "", memory_id))
         return hashlib.blake2b(key.encode(), digest_size=20).hexdigest()
 
+    @property
+    def routing(self) -> str:
+        """The engine routing value: opaque (no ids in URLs or logs) and fixed per scope, so a
+        document's shard never changes while its ``_id`` (derived from the same scope) lives."""
+        key = _SEP.join((self.db, self.agent_id, self.user_id or ""))
+        return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
     def filters(self) -> list[dict[str, Any]]:
         """Query filters that keep a request inside this scope."""
         out: list[dict[str, Any]] = [
@@ -80,6 +92,11 @@ def any_of(scopes: list[Scope]) -> dict[str, Any]:
             "minimum_should_match": 1,
         }
     }
+
+
+def scope_of_source(db: Database, source: dict[str, Any]) -> Scope:
+    """The scope a stored document belongs to (its own fields, checked by the rule)."""
+    return Scope.of(agent_id=source.get("agent_id"), user_id=source.get("user_id"), db=db)
 
 
 def query_scopes(agent_id: str, user_id: str) -> tuple[Scope, Scope]:

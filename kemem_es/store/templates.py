@@ -46,10 +46,22 @@ def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
     return f"{index_alias(prefix, db, kind)}-v{template_version(kind)}"
 
 
+ROUTING = "scope"  # _meta.kemem_routing of indices whose documents are routed by Scope.routing
+
+
 def index_body(
-    kind: MemoryKind, dialect: str, dims: int, quantization: str = "none"
+    kind: MemoryKind,
+    dialect: str,
+    dims: int,
+    quantization: str = "none",
+    shards: int = 1,
+    replicas: int = 0,
 ) -> dict[str, Any]:
     """Settings + mappings for one kind on one dialect, with the model's vector dimension.
+
+    Documents are routed by their scope, and the engine refuses a write, get or update that
+    does not say its routing (``_routing.required``): a forgotten route would put a memory on
+    a shard where its scope's requests never look.
 
     ``quantization="int8"``: the HNSW graph is built and searched over int8 scalar-quantised
     copies of the vectors (a quarter of the memory the graph search touches); the float vectors
@@ -67,12 +79,22 @@ def index_body(
         raise ValueError(f"unknown vector quantization {quantization!r} (none or int8)")
     mappings = base["mappings"]
     mappings["properties"][VECTOR_FIELD] = vector
+    mappings["_routing"] = {"required": True}
     mappings["_meta"] = {
         "kemem_template_version": base["template_version"],
         "kemem_kind": kind,
         "embedding_dims": dims,
+        "kemem_routing": ROUTING,
     }
-    return {"settings": {**base["settings"], **extra["settings"]}, "mappings": mappings}
+    sizing = {"number_of_shards": shards, "number_of_replicas": replicas}
+    return {"settings": {**base["settings"], **extra["settings"], **sizing}, "mappings": mappings}
+
+
+def memory_index_body(engine: Engine, db: Database, kind: MemoryKind, dims: int) -> dict[str, Any]:
+    """``index_body`` with this installation's choices (quantisation, shards, replicas)."""
+    s = engine.settings
+    shards = s.user_shards if db == "user" else s.official_shards
+    return index_body(kind, engine.dialect, dims, s.vector_quantization, shards, s.replicas)
 
 
 @dataclass
@@ -146,7 +168,7 @@ def install(
         for kind in kinds:
             alias = index_alias(prefix, db, kind)
             index = concrete_index(prefix, db, kind)
-            body = index_body(kind, engine.dialect, dims, engine.settings.vector_quantization)
+            body = memory_index_body(engine, db, kind, dims)
             if recreate and engine.index_exists(alias):
                 for existing in engine.get_index(alias):
                     engine.delete_index(existing)
@@ -183,6 +205,14 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
                 "ids per scope and will not mix the two: run `kemem-es migrate` to copy it "
                 "into the new layout, or re-index your files under another KEMEM_INDEX_PREFIX."
             )
+        shards = int(existing.get("settings", {}).get("index", {}).get("number_of_shards", 1))
+        if shards > 1 and meta.get("kemem_routing") != ROUTING:
+            raise MappingConflict(
+                f"index {name} (alias {alias}) has {shards} shards and was written before "
+                "memories were routed by scope: a memory's shard there follows its id, so "
+                "routed reads would miss it. Run `kemem-es migrate` to copy it into a routed "
+                "index (the old one is kept), or re-index under another KEMEM_INDEX_PREFIX."
+            )
         if meta.get("kemem_template_version") != want_meta["kemem_template_version"]:
             problems.append(
                 f"template version {meta.get('kemem_template_version')} "
@@ -217,4 +247,4 @@ def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind)
     if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
         install(engine, dims, dbs=(db,), kinds=(kind,))
         return
-    check_compatible(engine, alias, index_body(kind, engine.dialect, dims))
+    check_compatible(engine, alias, memory_index_body(engine, db, kind, dims))

@@ -29,6 +29,11 @@ class Checked:
     def doc_id(self) -> str:
         return self.scope.doc_id(self.memory_id)
 
+    @property
+    def ref(self) -> tuple[str, str]:
+        """(engine id, routing): how the engine finds this record's stored version."""
+        return self.doc_id, self.scope.routing
+
 
 def _field(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "(record)"
