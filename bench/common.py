@@ -141,7 +141,10 @@ def drop_indices(km: Any) -> None:
             with contextlib.suppress(Exception):
                 if engine.index_exists(alias):
                     for name in list(engine.get_index(alias)):
-                        engine.delete_index(name)
+                        if name.startswith(f"{prefix}-"):  # not a shared store's (--share-official)
+                            engine.delete_index(name)
+                        else:
+                            engine.client.indices.delete_alias(index=name, name=alias)
             with contextlib.suppress(Exception):
                 engine.client.indices.delete_index_template(name=alias)
     history = f"{prefix}-history"

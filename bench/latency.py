@@ -63,7 +63,25 @@ def _with_vectors(batch: list[dict], pool: np.ndarray, rng: np.random.Generator)
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
 
-def load_corpus(km: Any, n: int, seed: int, pool: np.ndarray) -> dict[str, Any]:
+def share_official(km: Any, source: str) -> None:
+    """Make ``km``'s official indices aliases of another prefix's (already loaded) official
+    indices: an A/B of user-db layouts then loads only the user db, over the same official
+    data."""
+    from kemem_es.store.layout import index_alias
+
+    engine = km.engine
+    for kind in KINDS:
+        mine = index_alias(km.settings.index_prefix, "official", kind)
+        theirs = index_alias(source, "official", kind)
+        for name in list(engine.get_index(mine)):
+            engine.delete_index(name)  # the empty index init just made
+        names = list(engine.get_index(theirs))
+        engine.update_aliases([{"add": {"index": n, "alias": mine}} for n in names])
+
+
+def load_corpus(
+    km: Any, n: int, seed: int, pool: np.ndarray, dbs: Sequence[str] = DBS
+) -> dict[str, Any]:
     """Index N events + N/5 entities into each db; only index_records time is counted."""
     from kemem_es import EntityRecord, EventRecord
 
@@ -78,6 +96,8 @@ def load_corpus(km: Any, n: int, seed: int, pool: np.ndarray) -> dict[str, Any]:
         ("official", "entities", scale.entities(n_ent, seed + 2, "official"), EntityRecord),
     ]
     for db, kind, gen, cls in plan:
+        if db not in dbs:
+            continue
         secs = 0.0
         written = rejected = 0
         for batch in gen:
@@ -290,12 +310,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not reuse:
             drop_indices(km)
             km.init()
+            if args.share_official:
+                share_official(km, args.share_official.format(n=n))
         try:
+            dbs = ("user",) if args.share_official else DBS
             entry: dict[str, Any] = (
                 {"indexing": {"reused": km.settings.index_prefix}}
                 if reuse
-                else {"indexing": load_corpus(km, n, args.seed, pool)}
+                else {"indexing": load_corpus(km, n, args.seed, pool, dbs)}
             )
+            s = km.settings
+            entry["shards"] = {"user": s.user_shards, "official": s.official_shards}
             entry["merge"] = {} if reuse else force_merge(km, args.merge_segments)
             entry["segments"] = segment_counts(km)
             entry["engine"] = engine_settings(km)
@@ -407,6 +432,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="index this many new events a second into the user db while the queries run",
+    )
+    p.add_argument(
+        "--share-official",
+        default=None,
+        help="another prefix ({n}: the scale) whose loaded official db this store uses "
+        "(aliases; only the user db is loaded): A/B of user-db layouts over the same data",
     )
     p.add_argument("--scenarios", nargs="*", default=None, help="a subset of the scenarios")
     p.add_argument("--out", type=Path, default=None)

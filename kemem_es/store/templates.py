@@ -141,7 +141,7 @@ def _install_aux(engine: Engine, name: str, alias: str) -> InitResult:
     index = f"{alias}-v{template_version(name)}"
     base = copy.deepcopy(_load(f"{name}.json"))
     body = {
-        "settings": base["settings"],
+        "settings": {**base["settings"], "number_of_replicas": engine.settings.replicas},
         "mappings": {
             **base["mappings"],
             "_meta": {"kemem_template_version": base["template_version"], "kemem_kind": name},
