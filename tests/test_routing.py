@@ -56,6 +56,19 @@ def test_new_indices_require_routing_and_take_the_shard_counts() -> None:
     assert (body["settings"]["number_of_shards"], body["settings"]["number_of_replicas"]) == (4, 1)
 
 
+def test_shards_are_planned_by_size() -> None:
+    from kemem_es.store.sizing import MAX_SHARDS, SHARD_MEMORIES, plan_shards
+
+    assert plan_shards(0) == plan_shards(SHARD_MEMORIES) == 1
+    assert plan_shards(SHARD_MEMORIES + 1) == 2
+    assert plan_shards(8 * SHARD_MEMORIES) == 8
+    assert plan_shards(10**12) == MAX_SHARDS
+    # the size limit wins when shards may hold many memories for latency
+    assert plan_shards(10**8, per_shard=10**9) == 9  # 10^8 × 2.6 KB over 30 GiB shards
+    with pytest.raises(ValueError):
+        plan_shards(-1)
+
+
 # -- on the engine -------------------------------------------------------------------------
 def _indexed(settings, embedder, **update: Any):
     from kemem_es import Kemem

@@ -13,6 +13,7 @@ from kemem_es.cli.memory import _confirm
 from kemem_es.kemem import DEMO_FILES, Kemem, demo_path
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.layout import all_aliases
+from kemem_es.store.sizing import plan_shards
 
 ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
 VariantOpt = typer.Option(None, "--variant", help="int8 or fp32 (KEMEM_MODEL_VARIANT)")
@@ -25,12 +26,26 @@ def _kemem(model_dir: Path | None, variant: str | None) -> Kemem:
 def init(
     recreate: bool = typer.Option(False, help="delete and re-create the indices (loses data)"),
     yes: bool = typer.Option(False, "--yes", "-y", help="do not ask before --recreate deletes"),
+    expected_memories: int | None = typer.Option(
+        None,
+        "--expected-memories",
+        min=0,
+        help="size new user-db indices for this many memories (else KEMEM_USER_SHARDS)",
+    ),
     model_dir: Path | None = ModelDirOpt,
     variant: str | None = VariantOpt,
 ) -> None:
-    """Install the index templates and indices (idempotent; refuses incompatible mappings)."""
+    """Install the index templates and indices (idempotent; refuses incompatible mappings).
+    Shard counts apply to indices created now; existing ones keep theirs."""
     with guarded():
-        km = _kemem(model_dir, variant)
+        sizing = {}
+        if expected_memories is not None:
+            sizing["user_shards"] = plan_shards(expected_memories)
+            console.print(
+                f"user db: {expected_memories:,} memories expected → "
+                f"{sizing['user_shards']} shard(s) per index"
+            )
+        km = Kemem(model_dir=model_dir, model_variant=variant, **sizing)
         if recreate:
             prefix = km.settings.index_prefix
             n = sum(km.engine.count(a) for a in all_aliases(prefix) if km.engine.index_exists(a))
@@ -39,7 +54,9 @@ def init(
                 console.print("nothing deleted")
                 raise typer.Exit(1)
         for res in km.init(recreate=recreate):
-            console.print(f"{res.alias} → {res.index}: {res.action}")
+            (spec,) = km.engine.get_index(res.index).values()
+            shards = spec["settings"]["index"]["number_of_shards"]
+            console.print(f"{res.alias} → {res.index}: {res.action} ({shards} shard(s))")
 
 
 def migrate(
