@@ -1,15 +1,18 @@
 """Retrieval quality on the dialogue dev set (bench/dialogue/): every mode, through the API.
 
     python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
-        [--split all|a|b] [--reuse] [--keep] [--out FILE.json]
+        [--split all|a|b] [--styles recall situational long] [--reuse] [--keep] [--out FILE.json]
 
 Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
-bench/dialogue/extra_events.jsonl, indexed with the package's own indexer. Each query: the last
-user turn is the query text, the earlier turns are ``context`` (one ``speaker：text`` line per
-turn, oldest first), ``now`` = 2025-10-01 12:00, limit 10, score_threshold 0, every other
-option at its default (expansion on). Metrics: R@1/5/10, nDCG@10 (graded: the memory the
-dialogue was written for 2, related ones 1), MRR. ``--split a|b``: the odd / even queries of
-each pair (tune on one half, check on the other).
+bench/dialogue/extra_events.jsonl and extra_events_long.jsonl (the long set's near-miss
+distractors), indexed with the package's own indexer. Two sets share it: the short set (styles
+``recall`` and ``situational``, 334 queries) and the long set (style ``long``: 5–8 turns whose
+last user turn alone is vague); every mode is reported per set, per style and over all. Each
+query: the last user turn is the query text, the earlier turns are ``context`` (one
+``speaker：text`` line per turn, oldest first), ``now`` = 2025-10-01 12:00, limit 10,
+score_threshold 0, every other option at its default (expansion on). Metrics: R@1/5/10, nDCG@10
+(graded: the memory the dialogue was written for 2, related ones 1), MRR. ``--split a|b``: the
+odd / even queries of each pair (tune on one half, check on the other).
 """
 
 from __future__ import annotations
@@ -31,9 +34,13 @@ HERE = Path(__file__).resolve().parent / "dialogue"
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
 
-def load_queries(split: str = "all") -> list[dict[str, Any]]:
+STYLES = ("recall", "situational", "long")
+SETS = {"short": ("recall", "situational"), "long": ("long",)}
+
+
+def load_queries(split: str = "all", styles: Sequence[str] = STYLES) -> list[dict[str, Any]]:
     with open(HERE / "queries.jsonl", encoding="utf-8") as f:
-        qs = [json.loads(line) for line in f]
+        qs = [q for q in map(json.loads, f) if q["style"] in styles]
     if split == "all":
         return qs
     want = 1 if split == "a" else 0
@@ -60,9 +67,10 @@ def index_corpus(km: Any) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     reports = km.index_demo(DEMO_FILES)
-    extra = km.index_file(HERE / "extra_events.jsonl", kind="events", db="user")
     n = sum(r.indexed + r.updated + r.unchanged for r in reports.values())
-    n += extra.indexed + extra.updated + extra.unchanged
+    for name in ("extra_events.jsonl", "extra_events_long.jsonl"):
+        extra = km.index_file(HERE / name, kind="events", db="user")
+        n += extra.indexed + extra.updated + extra.unchanged
     return {"docs": n, "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -97,11 +105,15 @@ def run_mode(
     by_style: dict[str, list] = {}
     for q, r in zip(queries, rows, strict=True):
         by_style.setdefault(q["style"], []).append(r[0])
+    by_set = {
+        name: [m for s in styles for m in by_style.get(s, [])] for name, styles in SETS.items()
+    }
     return {
         "n": len(rows),
         **mean_metrics([r[0] for r in rows]),
         "gold>=0.5": round(sum(r[0]["gold>=0.5"] for r in rows) / len(rows), 3),
         "other>=0.5": round(sum(r[0]["other>=0.5"] for r in rows) / len(rows), 3),
+        "by_set": {s: {"n": len(v), **mean_metrics(v)} for s, v in by_set.items() if v},
         "by_style": {s: {"n": len(v), **mean_metrics(v)} for s, v in sorted(by_style.items())},
         "latency_ms": percentiles(r[1] for r in rows),
         "top10": {q["qid"]: r[2] for q, r in zip(queries, rows, strict=True)},
@@ -110,13 +122,14 @@ def run_mode(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     km = make_kemem(args.prefix)
-    queries = load_queries(args.split)
+    queries = load_queries(args.split, args.styles)
     gold = qrels()
     extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
         "eval_set": "dialogue",
         "queries": len(queries),
         "split": args.split,
+        "styles": list(args.styles),
         "overrides": extra,
         "settings": "limit=10, score_threshold=0, context=earlier turns, now=2025-10-01T12:00",
     }
@@ -132,8 +145,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"  {mode:10s} {_line(r)} gold>=0.5={r['gold>=0.5']} other>=0.5={r['other>=0.5']}",
                 file=sys.stderr,
             )
-            for style, sub in r["by_style"].items():
-                print(f"    {style:12s} {_line(sub)}", file=sys.stderr)
+            for name, sub in [*r["by_set"].items(), *r["by_style"].items()]:
+                if name in r["by_style"] and name in r["by_set"] and sub is r["by_style"][name]:
+                    continue  # a set of one style (long): printed once
+                print(f"    {name:12s} {_line(sub)}", file=sys.stderr)
     finally:
         if not args.keep and not args.reuse:
             drop_indices(km)
@@ -147,7 +162,8 @@ def _line(r: dict[str, Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"**dialogue dev set** ({result['queries']} queries, split {result['split']})",
+        f"**dialogue dev sets** ({result['queries']} queries, split {result['split']}, "
+        f"styles {', '.join(result.get('styles', STYLES))})",
         "",
         "| mode | R@1 | R@5 | R@10 | nDCG@10 | MRR | gold ≥ 0.5 | other ≥ 0.5 | p50 ms |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -158,18 +174,24 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {r['ndcg@10']:.3f} | {r['mrr']:.3f} | {r['gold>=0.5']:.3f} "
             f"| {r['other>=0.5']:.3f} | {r['latency_ms'].get('p50', 0):.1f} |"
         )
-    styles = sorted({s for r in result["modes"].values() for s in r["by_style"]})
-    for style in styles:
-        lines += [
-            "",
-            f"*{style}* queries:",
-            "",
-            "| mode | n | R@5 | nDCG@10 |",
-            "|---|---|---|---|",
-        ]
-        for name, r in result["modes"].items():
-            sub = r["by_style"][style]
-            lines.append(f"| {name} | {sub['n']} | {sub['recall@5']:.3f} | {sub['ndcg@10']:.3f} |")
+    for group, label in (("by_set", "set"), ("by_style", "style")):
+        keys = sorted({s for r in result["modes"].values() for s in r.get(group, {})})
+        if group == "by_style":  # a style that is a set of its own (long) was shown as a set
+            keys = [k for k in keys if k not in SETS]
+        for key in keys:
+            lines += [
+                "",
+                f"*{key}* {label}:",
+                "",
+                "| mode | n | R@1 | R@5 | R@10 | nDCG@10 | MRR |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for name, r in result["modes"].items():
+                sub = r[group][key]
+                lines.append(
+                    f"| {name} | {sub['n']} | {sub['recall@1']:.3f} | {sub['recall@5']:.3f} "
+                    f"| {sub['recall@10']:.3f} | {sub['ndcg@10']:.3f} | {sub['mrr']:.3f} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -178,6 +200,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", nargs="*", default=None, choices=list(MODES))
     p.add_argument("--set", default="", help="JSON of extra query options (QueryParams)")
     p.add_argument("--split", choices=["all", "a", "b"], default="all")
+    p.add_argument("--styles", nargs="+", choices=list(STYLES), default=list(STYLES))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")
     p.add_argument("--reuse", action="store_true", help="indices already there: query only")

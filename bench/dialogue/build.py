@@ -3,12 +3,14 @@
     python -m bench.dialogue.build
 
 Sources (written for kemem-es, see README.md): ``dialogues_*.txt`` (recall style: the user
-retells the episode in other words) and ``hard_*.txt`` (situational: a present-day utterance
-that makes the episode worth recalling), one block per query:
+retells the episode in other words), ``hard_*.txt`` (situational: a present-day utterance
+that makes the episode worth recalling) and ``long_*.txt`` (long: 5–8 turns whose last user
+turn alone is vague; the memory is implied by the whole conversation), one block per query:
 ``@ gold ids`` then turns ``A``/``U``, the last one the user's utterance) and
-``extra_events.txt`` (distractor events, ``pair|date|keywords|description``). Output, committed
-and deterministic: ``extra_events.jsonl`` (EventRecord lines), ``queries.jsonl`` and
-``qrels.tsv``.
+``extra_events.txt`` / ``extra_events_long.txt`` (distractor events,
+``pair|date|keywords|description``; ids ``ex-…`` / ``el-…``, gold tokens ``x03`` / ``el-03``).
+Output, committed and deterministic: ``extra_events.jsonl`` and ``extra_events_long.jsonl``
+(EventRecord lines), ``queries.jsonl`` and ``qrels.tsv``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ NAMES = {
 
 
 def gold_id(token: str, agent: str, user: str) -> str:
+    if token.startswith("el-"):
+        return f"el-{user}-{agent}-{token[3:]}"
     if token.startswith("o"):
         return f"ev-official-{agent}-{token[1:]}"
     if token.startswith("x"):
@@ -35,9 +39,9 @@ def gold_id(token: str, agent: str, user: str) -> str:
     return f"ev-{user}-{agent}-{token}"
 
 
-def extra_events() -> list[dict]:
+def extra_events(source: str = "extra_events.txt", prefix: str = "ex") -> list[dict]:
     out, seq = [], {}
-    for line in (HERE / "extra_events.txt").read_text(encoding="utf-8").splitlines():
+    for line in (HERE / source).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         pair, date, keywords, description = line.split("|")
@@ -46,7 +50,7 @@ def extra_events() -> list[dict]:
         t = f"{date} 20:00:00"
         out.append(
             {
-                "id": f"ex-{user}-{agent}-{seq[pair]:02d}",
+                "id": f"{prefix}-{user}-{agent}-{seq[pair]:02d}",
                 "agent_id": agent,
                 "user_id": user,
                 "user_name": NAMES[user],
@@ -65,6 +69,7 @@ def dialogues() -> list[dict]:
     out = []
     paths = [("recall", p) for p in sorted(HERE.glob("dialogues_*.txt"))]
     paths += [("situational", p) for p in sorted(HERE.glob("hard_*.txt"))]
+    paths += [("long", p) for p in sorted(HERE.glob("long_*.txt"))]
     for style, path in paths:
         agent = user = ""
         block: dict | None = None
@@ -107,9 +112,11 @@ def dialogues() -> list[dict]:
 
 def main() -> None:
     events = extra_events()
-    with open(HERE / "extra_events.jsonl", "w", encoding="utf-8") as f:
-        for e in events:
-            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    long_events = extra_events("extra_events_long.txt", "el")
+    for name, evs in (("extra_events.jsonl", events), ("extra_events_long.jsonl", long_events)):
+        with open(HERE / name, "w", encoding="utf-8") as f:
+            for e in evs:
+                f.write(json.dumps(e, ensure_ascii=False) + "\n")
     qs = dialogues()
     with open(HERE / "queries.jsonl", "w", encoding="utf-8") as f:
         for q in qs:
@@ -120,7 +127,7 @@ def main() -> None:
             # the first gold id is the memory the dialogue was written for (2), others related (1)
             for i, d in enumerate(q["gold"]):
                 f.write(f"{q['qid']}\t{d}\t{2 if i == 0 else 1}\n")
-    print(f"{len(events)} extra events, {len(qs)} queries")
+    print(f"{len(events)} + {len(long_events)} extra events, {len(qs)} queries")
 
 
 if __name__ == "__main__":
