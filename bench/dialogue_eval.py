@@ -156,6 +156,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def halves(result: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """R@5 per mode on each set's halves (``--split`` a = odd, b = even query numbers), read off
+    the stored top 10s, so that a setting tuned on a is checked on b in the same run."""
+    gold = qrels()
+    style = {q["qid"]: q["style"] for q in load_queries()}
+    out: dict[str, dict[str, float]] = {}
+    for mode, r in result["modes"].items():
+        cells: dict[str, list[float]] = {}
+        for qid, ids in r["top10"].items():
+            name = next(n for n, styles in SETS.items() if style[qid] in styles)
+            half = "a" if int(qid.rsplit("-", 1)[1]) % 2 else "b"
+            cells.setdefault(f"{name} {half}", []).append(metrics(ids, gold[qid])["recall@5"])
+        out[mode] = {k: round(sum(v) / len(v), 3) for k, v in sorted(cells.items())}
+    return out
+
+
 def _line(r: dict[str, Any]) -> str:
     return " ".join(f"{m}={r[m]:.3f}" for m in METRICS) + f" n={r['n']}"
 
@@ -174,6 +190,12 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {r['ndcg@10']:.3f} | {r['mrr']:.3f} | {r['gold>=0.5']:.3f} "
             f"| {r['other>=0.5']:.3f} | {r['latency_ms'].get('p50', 0):.1f} |"
         )
+    split = halves(result)
+    keys = sorted({k for v in split.values() for k in v})
+    lines += ["", "R@5 per half:", "", "| mode | " + " | ".join(keys) + " |"]
+    lines.append("|---|" + "---|" * len(keys))
+    for name, cells in split.items():
+        lines.append(f"| {name} | " + " | ".join(f"{cells.get(k, 0):.3f}" for k in keys) + " |")
     for group, label in (("by_set", "set"), ("by_style", "style")):
         keys = sorted({s for r in result["modes"].values() for s in r.get(group, {})})
         if group == "by_style":  # a style that is a set of its own (long) was shown as a set

@@ -1,6 +1,7 @@
 """Retrieval quality on MemDaily (or any set in the corpus/queries/qrels layout).
 
-    python -m bench.memdaily --data ../shared/data/dev/memdaily [--limit-queries N]
+    python -m bench.memdaily --data ../shared/data/dev/memdaily [--limit-queries N] [--keep]
+        [--reuse] [--set JSON of QueryParams]
 
 Mapping (documented in bench/README.md): every doc becomes an EventRecord in the *user* events
 index with agent_id "eval", user_id = its namespace, description = text, created_at = timestamp,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import random
 import sys
 import time
@@ -109,6 +111,7 @@ def run_mode(
     expand: bool,
     pooled: bool,
     workers: int,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     def one(q: dict[str, Any]) -> tuple[dict[str, float], float, int, str]:
         user = POOL + source_file(q["namespace"]) if pooled else q["namespace"]
@@ -122,6 +125,7 @@ def run_mode(
             expand=expand,
             now=datetime.fromisoformat(q["timestamp"]),
             entity_limit=0,
+            **(extra or {}),
         )
         ids = [h.index.removeprefix(POOL) for h in resp.memory_events]
         leaks = 0
@@ -163,8 +167,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{sum(len(v) for v in es.qrels.values())} gold links",
         file=sys.stderr,
     )
-    drop_indices(km)
-    km.init()
+    if not args.reuse:
+        drop_indices(km)
+        km.init()
+    extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
         "eval_set": es.name,
         "data": str(args.data),
@@ -174,6 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model_variant": args.variant,
         "modes": {k: {"mode": m, "expand": e} for k, (m, e) in MODES.items()},
         "settings": "limit=10, score_threshold=0, entity_limit=0, now=query timestamp",
+        "overrides": extra,
     }
     try:
         texts = [d["text"] for d in es.docs]
@@ -181,9 +188,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         files = sorted({source_file(d["namespace"]) for d in es.docs})
         pooled_files = set(files) if not args.pooled_files else set(args.pooled_files)
         per_ns, pooled = build_records(km, es, vecs, args.keywords, pooled_files)
-        result["index_per_namespace"] = index_all(km, per_ns, "per-namespace")
-        if not args.no_pooled:
-            result["index_pooled"] = index_all(km, pooled, "pooled-by-file")
+        if not args.reuse:
+            result["index_per_namespace"] = index_all(km, per_ns, "per-namespace")
+            if not args.no_pooled:
+                result["index_pooled"] = index_all(km, pooled, "pooled-by-file")
         modes = [m for m in MODES if not args.modes or m in args.modes]
         qs = sample(es.queries, args.limit_queries)
 
@@ -191,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out = {}
             for name in modes:
                 mode, expand = MODES[name]
-                out[name] = run_mode(km, es, queries, mode, expand, pooled, args.workers)
+                out[name] = run_mode(km, es, queries, mode, expand, pooled, args.workers, extra)
                 print(f"  {label:13s} {name:16s} {_line(out[name])}", file=sys.stderr)
             return out
 
@@ -202,7 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result["pooled_files"] = sorted(pooled_files)
             result["pooled"] = all_modes(pq, True, "pooled")
     finally:
-        if not args.keep:
+        if not args.keep and not args.reuse:
             drop_indices(km)
     result["stamp"] = stamp(km)
     return result
@@ -265,6 +273,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="concurrent query threads")
     p.add_argument("--prefix", default="bench-memdaily")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument("--reuse", action="store_true", help="indices kept by --keep: query only")
+    p.add_argument("--set", default="", help="JSON of extra query options (QueryParams)")
     p.add_argument("--out", type=Path, default=None, help="write the JSON result here")
     return p
 
