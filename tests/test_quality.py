@@ -315,3 +315,62 @@ def test_query_vector_embeds_sentences_only_for_several() -> None:
     assert parts[0] == pytest.approx(expected.tolist(), abs=1e-5)
     off = QueryParams(agent_id="a", user_id="u", sentence_weight=0)
     assert s.query_vector("我那只狗最近好像胖了。今天天气真好", [], off)[2] == []
+
+
+# -- dialogue context (round 3) ------------------------------------------------------------------
+LONG_CONTEXT = (
+    "木木：周末我去海边放风筝了\n祁煜：风大吗？\n木木：然后就回家了\n"
+    "祁煜：累不累？\n木木：还好\n祁煜：下次还去吗？"
+)
+
+
+def test_a_topic_six_turns_back_still_weighs_in(tok) -> None:
+    from kemem_es.search.searcher import Searcher, Stopwatch
+
+    s = Searcher(engine=None, embedder=None, tokenizer=tok, expander=None)
+
+    def context_words(**kw: object) -> dict[str, float]:
+        p = QueryParams(agent_id="a", user_id="u", expand=False, **kw)
+        turns = context_turns(LONG_CONTEXT, p.context_turns)
+        words = s.words("嗯，跟上次一样", p, Stopwatch(), turns)[3]
+        return {w.word: w.weight for w in words if w.context}
+
+    now = context_words()
+    assert "放风筝" in now  # the topic, six turns back, is a search word at the default
+    old = context_words(context_turns=4, context_decay=0.5)  # the round-2 defaults
+    assert "放风筝" not in old
+    # its weight decays per turn back: 0.7^6 of its TF-IDF
+    alone = context_words(context_turns=1, context_decay=1.0)
+    p = QueryParams(agent_id="a", user_id="u")
+    assert p.context_turns >= 6 and p.context_decay == pytest.approx(0.7)
+    assert "放风筝" not in alone
+    one = s.words(
+        "嗯",
+        QueryParams(agent_id="a", user_id="u", expand=False, context_decay=1.0),
+        Stopwatch(),
+        context_turns("木木：周末我去海边放风筝了", 1),
+    )[3]
+    tfidf = next(w.weight for w in one if w.word == "放风筝")
+    assert now["放风筝"] == pytest.approx(tfidf * 0.7**6, rel=1e-6)
+
+
+def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
+    import numpy as np
+
+    from kemem_es.search.searcher import Searcher
+
+    seen: list[list[str]] = []
+
+    class Emb:
+        def embed(self, texts):
+            seen.append(list(texts))
+            return np.array([[0.0, 1.0] if "\n" in t else [1.0, 0.0] for t in texts])
+
+    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    p = QueryParams(agent_id="a", user_id="u")
+    vec, cut, _ = s.query_vector("嗯，跟上次一样", context_turns(LONG_CONTEXT, p.context_turns), p)
+    window = seen[-1][1]
+    assert window.startswith("周末我去海边放风筝了") and not cut  # all six turns, oldest first
+    assert p.utterance_weight == pytest.approx(0.2)
+    expected = np.array([0.2, 0.8]) / np.linalg.norm([0.2, 0.8])
+    assert vec == pytest.approx(expected.tolist(), abs=1e-5)

@@ -361,3 +361,14 @@ def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
     exact = {e.index: e.score for e in resp.memory_events}
     for e in approx.memory_events:
         assert e.score == pytest.approx(exact[e.index], abs=1e-4)
+
+
+def test_a_vague_last_turn_recalls_the_topic_of_earlier_turns(km) -> None:
+    # the topic (风筝) is six turns back; the last turn alone names nothing
+    context = (
+        "木木：周末我去海边放风筝了\n祁煜：风大吗？\n木木：然后就回家了\n"
+        "祁煜：累不累？\n木木：还好\n祁煜：下次还去吗？"
+    )
+    assert ids(q(km, "嗯，跟上次一样", context=context))[0] == "noise-1"
+    old = q(km, "嗯，跟上次一样", context=context, context_turns=4, context_decay=0.5)
+    assert ids(old)[:1] != ["noise-1"]  # the round-2 defaults never saw the topic

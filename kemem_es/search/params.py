@@ -59,14 +59,19 @@ class QueryParams(BaseModel):
     # text and reach ~0.85 for a paraphrase; these map "unrelated" to 0 and "same meaning" to 1.
     vec_floor: float = Field(0.62, ge=-1, lt=1, description="cosine that counts as unrelated")
     vec_ceil: float = Field(0.80, gt=-1, le=1, description="cosine that counts as the same")
-    # Dialogue queries: the current utterance and the earlier turns (newest weighs most).
+    # Dialogue queries: the current utterance and the earlier turns (newest weighs most). In a
+    # long conversation the last turn is often vague ("对啊，跟那次一样") and the topic sits a few
+    # turns back: the long dialogue dev set (166 queries, 6 turns) measured fusion R@5 0.652 →
+    # 0.69 and the short set +0.007 with 8 turns, decay 0.7 and 0.2 (tuned on split a, checked
+    # on b; per-turn vectors, max over turns and agent turns weighted less did not beat the
+    # window's one embedding; bench/results/2026-11-26-quality, round 3).
     utterance_weight: float = Field(
-        0.4, ge=0, le=1, description="query vector = w·utterance + (1−w)·dialogue window"
+        0.2, ge=0, le=1, description="query vector = w·utterance + (1−w)·dialogue window"
     )
     context_decay: float = Field(
-        0.5, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
+        0.7, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )
-    context_turns: int = Field(4, ge=0, le=20, description="earlier turns used (newest first)")
+    context_turns: int = Field(8, ge=0, le=20, description="earlier turns used (newest first)")
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,
     # pooled R@5 0.309 → 0.319; the dialogue dev set, whose utterances are mostly one sentence:
