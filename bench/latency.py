@@ -152,6 +152,17 @@ def _loaded(km: Any, n: int) -> bool:
         return False
 
 
+def shard_counts(km: Any) -> dict[str, int]:
+    """Primary shards of each events index, as the engine has them."""
+    from kemem_es.store.layout import index_alias
+
+    out = {}
+    for db in DBS:
+        (spec,) = km.engine.get_index(index_alias(km.settings.index_prefix, db, "events")).values()
+        out[db] = int(spec["settings"]["index"]["number_of_shards"])
+    return out
+
+
 def segment_counts(km: Any) -> dict[str, int]:
     from kemem_es.store.layout import index_alias
 
@@ -319,8 +330,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if reuse
                 else {"indexing": load_corpus(km, n, args.seed, pool, dbs)}
             )
-            s = km.settings
-            entry["shards"] = {"user": s.user_shards, "official": s.official_shards}
+            entry["shards"] = shard_counts(km)
             entry["merge"] = {} if reuse else force_merge(km, args.merge_segments)
             entry["segments"] = segment_counts(km)
             entry["engine"] = engine_settings(km)
