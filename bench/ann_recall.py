@@ -26,17 +26,19 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench import latency as lat
 from bench.common import make_kemem, stamp
 from kemem_es.store.layout import history_alias, index_alias, users_alias
+from kemem_es.store.scope import Scope
 from kemem_es.store.templates import concrete_index, index_body
 
 SCOPES = {
-    "user (heavy user)": ("user", [{"term": {"user_id": "u00000"}}, {"term": {"agent_id": "a1"}}]),
-    "official (agent)": ("official", [{"term": {"agent_id": "a1"}}]),
+    "user (heavy user)": Scope.of(agent_id="a1", user_id="u00000"),
+    "official (agent)": Scope.of(agent_id="a1", db="official"),
 }
 
 
@@ -155,13 +157,16 @@ def recall(args: argparse.Namespace) -> dict[str, Any]:
         texts = lat.scale.queries(args.queries, args.seed + 4)
         vectors = [km.embedder.embed_one(t).round(5).tolist() for t in texts]
         res: dict[str, Any] = {}
-        for label, (db, filters) in SCOPES.items():
-            alias = index_alias(prefix, db, "events")
+        for label, scope in SCOPES.items():
+            alias = index_alias(prefix, scope.db, "events")
+            filters = scope.filters()
             r10, c50, s10, t_ann, t_ann50, t_exact = [], [], [], [], [], []
+            # as the searcher asks: the scope's shard only (what a routed store holds there)
+            search = partial(km.engine.search, alias, routing=scope.routing)
             for vec in vectors:
-                exact = km.engine.search(alias, exact_body(vec, filters, 10))
-                ann = km.engine.search(alias, ann_body(km.engine, vec, filters, 10))
-                ann50 = km.engine.search(alias, ann_body(km.engine, vec, filters, 50))
+                exact = search(exact_body(vec, filters, 10))
+                ann = search(ann_body(km.engine, vec, filters, 10))
+                ann50 = search(ann_body(km.engine, vec, filters, 50))
                 want = _ids(exact)
                 r10.append(len(want & _ids(ann)) / max(len(want), 1))
                 c50.append(len(want & _ids(ann50)) / max(len(want), 1))
@@ -172,7 +177,7 @@ def recall(args: argparse.Namespace) -> dict[str, Any]:
                 if hits:
                     tenth = hits[-1]["_score"] - 1e-6
                     ids_f = [{"ids": {"values": list(_ids(ann))}}]
-                    got = km.engine.search(alias, exact_body(vec, ids_f, 10))["hits"]["hits"]
+                    got = search(exact_body(vec, ids_f, 10))["hits"]["hits"]
                     s10.append(sum(h["_score"] >= tenth for h in got) / len(hits))
                 t_exact.append(exact["took"])
                 t_ann.append(ann["took"])
