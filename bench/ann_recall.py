@@ -54,7 +54,9 @@ def copy_store(args: argparse.Namespace) -> dict[str, Any]:
             if eng.index_exists(d_alias):
                 for name in eng.get_index(d_alias):
                     eng.delete_index(name)
-            body = index_body(kind, eng.dialect, src.embedder.dim, args.quantization)
+            (spec,) = eng.get_index(s_alias).values()
+            shards = int(spec["settings"]["index"]["number_of_shards"])  # the source's layout
+            body = index_body(kind, eng.dialect, src.embedder.dim, args.quantization, shards)
             body["settings"] = {**body["settings"], "index.refresh_interval": "-1"}
             eng.create_index(d_index, {**body, "aliases": {d_alias: {"is_write_index": True}}})
             t0 = time.perf_counter()

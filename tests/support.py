@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -60,3 +62,48 @@ def drop_prefix(km: Any) -> None:
         for db in ("user", "official"):
             with contextlib.suppress(Exception):
                 km.engine.client.indices.delete_index_template(name=f"{prefix}-{db}-{kind}")
+
+
+# The demo corpus under several layouts (shards, nodes): the answers to compare.
+DEMO_NOW = datetime(2025, 6, 1, 12)
+DEMO_QUERIES = [
+    ("室友失恋了，我们陪她吃了一晚上火锅", "u_mumu", "qiyu"),
+    ("最近总是失眠，晚上睡不着", "u_mumu", "qiyu"),
+    ("海边写生看日落", "u_mumu", "lishen"),
+    ("下周就是我的生日了，你会送我什么", "u_xiaoman", "lishen"),
+    ("加班到十一点，好累啊", "u_chengcheng", "qiyu"),
+]
+
+
+def demo_store(settings: Any, embedder: Any, tag: str, **update: Any) -> Any:
+    """A Kemem on a fresh ``test-<tag>-`` prefix holding the demo corpus; ``update``: settings
+    such as ``user_shards``. Recalls do not reinforce, so scores can be compared."""
+    from kemem_es import Kemem
+    from kemem_es.kemem import DEMO_FILES, demo_path
+
+    prefix = f"test-{tag}-{uuid.uuid4().hex[:8]}"
+    km = Kemem(settings.model_copy(update={"index_prefix": prefix, "reinforce": False, **update}))
+    km.embedder = embedder
+    km.init()
+    for name, kind, db in DEMO_FILES:
+        km.index_file(demo_path(name), kind, db)
+    km.engine.refresh(f"{prefix}-*")
+    return km
+
+
+def demo_answers(km: Any) -> list[dict[str, list]]:
+    """Events and entities (contract form) of the demo queries."""
+    out = []
+    for text, user, agent in DEMO_QUERIES:
+        resp = km.query(text, user_id=user, agent_id=agent, now=DEMO_NOW, score_threshold=0.0,
+                        limit=8)  # fmt: skip
+        contract = resp.to_contract()
+        out.append({k: contract[k] for k in ("memory_events", "memory_entities")})
+    return out
+
+
+def assert_scoped(answers: list[dict[str, list]]) -> None:
+    """Every event belongs to the asking user (or is official) for the asking agent."""
+    for (_, user, agent), answer in zip(DEMO_QUERIES, answers, strict=True):
+        for event in answer["memory_events"]:
+            assert event["index"].startswith((f"ev-{user}-{agent}-", f"ev-official-{agent}-"))

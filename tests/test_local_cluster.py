@@ -7,16 +7,14 @@ PORT + 2 (transport PORT + 100 up) and its own home, KEMEM_TEST_CLUSTER_HOME or
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from kemem_es.config import Settings
+from tests.support import assert_scoped, demo_answers, demo_store, drop_prefix
 
 pytestmark = [
     pytest.mark.engine,
@@ -27,14 +25,6 @@ pytestmark = [
 ]
 
 NODES = 3
-NOW = datetime(2025, 6, 1, 12)
-QUERIES = [
-    ("室友失恋了，我们陪她吃了一晚上火锅", "u_mumu", "qiyu"),
-    ("最近总是失眠，晚上睡不着", "u_mumu", "qiyu"),
-    ("海边写生看日落", "u_mumu", "lishen"),
-    ("下周就是我的生日了，你会送我什么", "u_xiaoman", "lishen"),
-    ("加班到十一点，好累啊", "u_chengcheng", "qiyu"),
-]
 
 
 @pytest.fixture(scope="module")
@@ -55,40 +45,8 @@ def cluster(engine_settings: Settings) -> Iterator[Settings]:
 
 
 def _indexed(settings: Settings, embedder, shards: int = 1):
-    """A Kemem on a fresh prefix with the demo corpus, ``shards`` primaries per index."""
-    from kemem_es import Kemem
-    from kemem_es.kemem import DEMO_FILES, demo_path
-
-    prefix = f"test-cl-{uuid.uuid4().hex[:8]}"
-    # Comparing scores across topologies: recalls must not reinforce between the queries.
-    update = {"index_prefix": prefix, "reinforce": False}
-    km = Kemem(
-        settings.model_copy(update=update | {"user_shards": shards, "official_shards": shards})
-    )
-    km.embedder = embedder
-    km.init()
-    for name, kind, db in DEMO_FILES:
-        km.index_file(demo_path(name), kind, db)
-    km.engine.client.indices.refresh(index=f"{km.settings.index_prefix}-*")
-    return km
-
-
-def _drop(km) -> None:
-    prefix = km.settings.index_prefix
-    indices = km.engine.client.indices
-    indices.delete(index=f"{prefix}-*")
-    with contextlib.suppress(Exception):  # none left is fine
-        for template in indices.get_index_template(name=f"{prefix}-*")["index_templates"]:
-            indices.delete_index_template(name=template["name"])
-
-
-def _answers(km) -> list[dict[str, list]]:
-    out = []
-    for text, user, agent in QUERIES:
-        resp = km.query(text, user_id=user, agent_id=agent, now=NOW, score_threshold=0.0, limit=8)
-        contract = resp.to_contract()
-        out.append({k: contract[k] for k in ("memory_events", "memory_entities")})
-    return out
+    """The demo corpus on a fresh prefix, ``shards`` primaries per index."""
+    return demo_store(settings, embedder, "cl", user_shards=shards, official_shards=shards)
 
 
 @pytest.fixture(scope="module")
@@ -96,16 +54,9 @@ def reference(engine_settings: Settings, embedder) -> Iterator[list[dict[str, li
     """The demo queries' answers on the single test node."""
     km = _indexed(engine_settings, embedder)
     try:
-        yield _answers(km)
+        yield demo_answers(km)
     finally:
-        _drop(km)
-
-
-def _scoped(answers: list[dict[str, list]]) -> None:
-    """Every event belongs to the asking user (or is official) for the asking agent."""
-    for (_, user, agent), answer in zip(QUERIES, answers, strict=True):
-        for event in answer["memory_events"]:
-            assert event["index"].startswith((f"ev-{user}-{agent}-", f"ev-official-{agent}-"))
+        drop_prefix(km)
 
 
 def test_three_nodes_form_one_cluster(cluster: Settings) -> None:
@@ -122,11 +73,11 @@ def test_same_answers_across_nodes(cluster: Settings, embedder, reference) -> No
     try:
         nodes = {s["node"] for s in km.engine.client.cat.shards(index="test-cl-*", format="json")}
         assert len(nodes) >= 2
-        got = _answers(km)
+        got = demo_answers(km)
     finally:
-        _drop(km)
+        drop_prefix(km)
     assert got == reference
-    _scoped(got)
+    assert_scoped(got)
 
 
 def test_three_shards_same_answers(cluster: Settings, embedder, reference) -> None:
@@ -144,8 +95,8 @@ def test_three_shards_same_answers(cluster: Settings, embedder, reference) -> No
             key = (hit["_source"]["agent_id"], hit["_source"]["user_id"])
             placed.setdefault(key, set()).add(hit["_shard"])
         assert all(len(s) == 1 for s in placed.values())  # one shard per scope
-        got = _answers(km)
+        got = demo_answers(km)
     finally:
-        _drop(km)
-    _scoped(got)
+        drop_prefix(km)
+    assert_scoped(got)
     assert got == reference

@@ -8,9 +8,7 @@ shard alone, refuse writes that forget the route, and migrate indices sharded be
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -20,16 +18,7 @@ from kemem_es.store.layout import index_alias
 from kemem_es.store.migrate import migrate
 from kemem_es.store.scope import Scope
 from kemem_es.store.templates import index_body
-from tests.support import drop_prefix
-
-NOW = datetime(2025, 6, 1, 12)
-QUERIES = [
-    ("室友失恋了，我们陪她吃了一晚上火锅", "u_mumu", "qiyu"),
-    ("最近总是失眠，晚上睡不着", "u_mumu", "qiyu"),
-    ("海边写生看日落", "u_mumu", "lishen"),
-    ("下周就是我的生日了，你会送我什么", "u_xiaoman", "lishen"),
-    ("加班到十一点，好累啊", "u_chengcheng", "qiyu"),
-]
+from tests.support import assert_scoped, demo_answers, demo_store, drop_prefix
 
 
 # -- the rule ------------------------------------------------------------------------------
@@ -70,40 +59,16 @@ def test_shards_are_planned_by_size() -> None:
 
 
 # -- on the engine -------------------------------------------------------------------------
-def _indexed(settings, embedder, **update: Any):
-    from kemem_es import Kemem
-    from kemem_es.kemem import DEMO_FILES, demo_path
-
-    prefix = f"test-rt-{uuid.uuid4().hex[:8]}"
-    # Comparing scores across layouts: recalls must not reinforce between the queries.
-    km = Kemem(settings.model_copy(update={"index_prefix": prefix, "reinforce": False, **update}))
-    km.embedder = embedder
-    km.init()
-    for name, kind, db in DEMO_FILES:
-        km.index_file(demo_path(name), kind, db)
-    km.engine.refresh(f"{prefix}-*")
-    return km
-
-
-def _answers(km) -> list[dict[str, list]]:
-    out = []
-    for text, user, agent in QUERIES:
-        resp = km.query(text, user_id=user, agent_id=agent, now=NOW, score_threshold=0.0, limit=8)
-        contract = resp.to_contract()
-        out.append({k: contract[k] for k in ("memory_events", "memory_entities")})
-    return out
-
-
 @pytest.fixture(scope="module")
 def one_shard(engine_settings, embedder) -> Iterator[Any]:
-    km = _indexed(engine_settings, embedder)
+    km = demo_store(engine_settings, embedder, "rt")
     yield km
     drop_prefix(km)
 
 
 @pytest.fixture(scope="module")
 def sharded(engine_settings, embedder) -> Iterator[Any]:
-    km = _indexed(engine_settings, embedder, user_shards=4, official_shards=3)
+    km = demo_store(engine_settings, embedder, "rt", user_shards=4, official_shards=3)
     yield km
     drop_prefix(km)
 
@@ -137,13 +102,10 @@ def test_each_scope_lives_on_one_shard(sharded) -> None:
 def test_sharded_answers_equal_one_shard(one_shard, sharded) -> None:
     """Same memories, order and scores. A routed query reads its scope's shard only, and the
     fused score does not depend on a shard's BM25 statistics (keyword coverage, not BM25)."""
-    ref, got = _answers(one_shard), _answers(sharded)
+    ref, got = demo_answers(one_shard), demo_answers(sharded)
     assert got == ref
     assert all(a["memory_events"] for a in got)
-    # scope isolation: every event is the asking user's (or the agent's official one)
-    for (_, user, agent), answer in zip(QUERIES, got, strict=True):
-        for event in answer["memory_events"]:
-            assert event["index"].startswith((f"ev-{user}-{agent}-", f"ev-official-{agent}-"))
+    assert_scoped(got)  # scope isolation across shards
 
 
 def test_scoped_requests_read_one_shard(sharded) -> None:
