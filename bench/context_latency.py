@@ -15,12 +15,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench.common import make_kemem, percentiles, stamp
-from bench.dialogue_eval import STYLES, load_queries, query_text
+from bench.dialogue_eval import STYLES, ask, load_queries
 
 OLD = {"context_turns": 4, "context_decay": 0.5, "utterance_weight": 0.4}
 STAGES = ("total", "tokenise", "embed", "search_events")
@@ -38,19 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     times: dict[str, dict[str, list[float]]] = {"round2": {}, "defaults": {}}
     for r in range(args.rounds + 1):  # round 0 warms caches and is not counted
         for q in queries:
-            text, context = query_text(q)
             order = [("round2", OLD), ("defaults", {})]
             for name, extra in order if r % 2 else order[::-1]:
-                resp = km.query(
-                    text,
-                    user_id=q["user_id"],
-                    agent_id=q["agent_id"],
-                    context=context,
-                    limit=10,
-                    score_threshold=0.0,
-                    now=datetime.fromisoformat(q["now"]),
-                    **extra,
-                )
+                resp = ask(km, q, **extra)
                 if r:
                     t = resp.additional_info.timings_ms
                     for stage in STAGES:

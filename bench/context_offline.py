@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.evalset import mean_metrics, metrics
-from bench.fusion_offline import FLOOR, SPAN, top
+from bench.fusion_offline import FLOOR, SPAN, dump_or_eval, top
 
 KW_SETTINGS = ((4, 0.5), (8, 0.5), (8, 0.7), (8, 0.85))  # (context_turns, context_decay)
 WINDOWS = (2, 4, 6, 8)
@@ -205,15 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     e.add_argument("file", type=Path)
     e.add_argument("--styles", nargs="+", default=["recall", "situational", "long"])
     e.add_argument("--grep", default="")
-    args = p.parse_args(argv)
-    if args.cmd == "dump":
-        data = dump(args)
-        with open(args.out, "wb") as f:
-            pickle.dump(data, f)
-        print(f"{len(data)} queries → {args.out}", file=sys.stderr)
-    else:
-        evaluate(args)
-    return 0
+    return dump_or_eval(p.parse_args(argv), dump, evaluate)
 
 
 if __name__ == "__main__":

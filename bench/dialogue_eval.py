@@ -62,6 +62,22 @@ def query_text(q: dict[str, Any]) -> tuple[str, str]:
     return turns[-1]["text"], context
 
 
+def ask(km: Any, q: dict[str, Any], **options: Any) -> Any:
+    """One dialogue query as the set defines it: last turn, earlier turns as context, limit
+    10, threshold 0, the query's ``now``; ``options`` (mode, settings) on top."""
+    text, context = query_text(q)
+    return km.query(
+        text,
+        user_id=q["user_id"],
+        agent_id=q["agent_id"],
+        context=context,
+        limit=10,
+        score_threshold=0.0,
+        now=datetime.fromisoformat(q["now"]),
+        **options,
+    )
+
+
 def index_corpus(km: Any) -> dict[str, Any]:
     from kemem_es.kemem import DEMO_FILES
 
@@ -78,18 +94,7 @@ def run_mode(
     km: Any, queries: Sequence[dict[str, Any]], gold: dict, mode: str, extra: dict, workers: int
 ) -> dict[str, Any]:
     def one(q: dict[str, Any]) -> tuple[dict[str, float], float, list[str]]:
-        text, context = query_text(q)
-        resp = km.query(
-            text,
-            user_id=q["user_id"],
-            agent_id=q["agent_id"],
-            context=context,
-            limit=10,
-            score_threshold=0.0,
-            mode=mode,
-            now=datetime.fromisoformat(q["now"]),
-            **extra,
-        )
+        resp = ask(km, q, mode=mode, **extra)
         ids = [h.index for h in resp.memory_events]
         m = metrics(ids, gold[q["qid"]])
         # threshold meaning: does the memory the dialogue was written for clear 0.5, and does

@@ -257,7 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--set", type=json.loads, default={}, help="JSON of QueryParams overrides")
     e = sub.add_parser("eval")
     e.add_argument("file", type=Path)
-    args = p.parse_args(argv)
+    return dump_or_eval(p.parse_args(argv), dump, evaluate)
+
+
+def dump_or_eval(
+    args: argparse.Namespace,
+    dump: Callable[[argparse.Namespace], list[Any]],
+    evaluate: Callable[[argparse.Namespace], None],
+) -> int:
+    """``dump``: signals through the package into a pickle; ``eval``: formulas over one."""
     if args.cmd == "dump":
         data = dump(args)
         with open(args.out, "wb") as f:
