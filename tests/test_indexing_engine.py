@@ -187,6 +187,28 @@ def test_cli_index_exit_codes(kemem, tmp_path: Path) -> None:
     assert "nothing was written" in proc.stderr
 
 
+def test_cli_init_plans_user_shards_by_expected_size(kemem) -> None:
+    import os
+
+    from kemem_es.store.sizing import SHARD_MEMORIES
+
+    env = dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+    )
+    proc = _cli("init", "--expected-memories", str(2 * SHARD_MEMORIES + 1), env=env)
+    assert proc.returncode == 0, proc.stderr
+    shards = {}
+    for db in ("user", "official"):
+        alias = index_alias(kemem.settings.index_prefix, db, "events")
+        (spec,) = kemem.engine.get_index(alias).values()
+        shards[db] = spec["settings"]["index"]["number_of_shards"]
+    assert shards == {"user": "3", "official": "1"}
+    assert "3 shard(s)" in proc.stdout
+
+
 def test_cli_query_before_anything_is_indexed_says_so(kemem) -> None:
     import os
 
