@@ -103,6 +103,22 @@ def index_all(km: Any, records: Sequence[Any], label: str, chunk: int = 4096) ->
     return {"docs": written, "rejected": rejected, "seconds": round(secs, 2)}
 
 
+def ask(km: Any, q: dict[str, Any], pooled: bool, **options: Any) -> Any:
+    """One MemDaily query as this harness asks it: the query's user (or its pooled source
+    file), limit 10, threshold 0, no entities, the query's timestamp as ``now``."""
+    user = POOL + source_file(q["namespace"]) if pooled else q["namespace"]
+    return km.query(
+        q["text"],
+        user_id=user,
+        agent_id=AGENT,
+        limit=10,
+        score_threshold=0.0,
+        now=datetime.fromisoformat(q["timestamp"]),
+        entity_limit=0,
+        **options,
+    )
+
+
 def run_mode(
     km: Any,
     es: EvalSet,
@@ -114,19 +130,7 @@ def run_mode(
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     def one(q: dict[str, Any]) -> tuple[dict[str, float], float, int, str]:
-        user = POOL + source_file(q["namespace"]) if pooled else q["namespace"]
-        resp = km.query(
-            q["text"],
-            user_id=user,
-            agent_id=AGENT,
-            limit=10,
-            score_threshold=0.0,
-            mode=mode,
-            expand=expand,
-            now=datetime.fromisoformat(q["timestamp"]),
-            entity_limit=0,
-            **(extra or {}),
-        )
+        resp = ask(km, q, pooled, mode=mode, expand=expand, **(extra or {}))
         ids = [h.index.removeprefix(POOL) for h in resp.memory_events]
         leaks = 0
         if not pooled:  # the per-user filter must hold: every hit is from the query's namespace

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency as lat
-from bench.common import make_kemem, stamp
+from bench.common import cli_main, make_kemem, stamp
 
 
 def _ms(ns: float) -> float:
@@ -202,14 +201,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    result = run(args)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, ensure_ascii=False, indent=2))
-    print(markdown(result))
-    print(json.dumps(result["client_median"]), file=sys.stderr)
-    return 0
+    # the markdown's "Client side" line carries the client medians
+    return cli_main(parser, run, markdown, argv)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from bench.common import SHARED, make_kemem, percentiles
-from bench.evalset import EvalSet, source_file
-from bench.memdaily import AGENT, POOL, sample
+from bench.evalset import EvalSet
+from bench.memdaily import ask, sample
 from kemem_es.text.dialogue import sentences
 
 STAGES = ("total", "embed", "search_events")
@@ -33,19 +32,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     qs = sample(qs, args.n + args.warmup, seed=2)
     times: dict[float, dict[str, list[float]]] = {0.5: {}, 0.0: {}}
     for k, q in enumerate(qs):
-        user = POOL + source_file(q["namespace"]) if args.pooled else q["namespace"]
         for s in (0.5, 0.0) if k % 2 else (0.0, 0.5):
-            resp = km.query(
-                q["text"],
-                user_id=user,
-                agent_id=AGENT,
-                limit=10,
-                score_threshold=0.0,
-                expand=False,
-                entity_limit=0,
-                sentence_weight=s,
-                now=datetime.fromisoformat(q["timestamp"]),
-            )
+            resp = ask(km, q, args.pooled, expand=False, sentence_weight=s)
             if k >= args.warmup:
                 for stage in STAGES:
                     t = resp.additional_info.timings_ms.get(stage, 0.0)
