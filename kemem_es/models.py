@@ -51,11 +51,14 @@ MetaScalar = str | bool | int | float
 MetaValue = MetaScalar | list[MetaScalar]
 
 
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
 def _utf8_at_most(limit: int) -> Any:
     def check(v: str | None) -> str | None:
         if v is not None and len(v.encode()) > limit:
             raise ValueError(f"is {len(v.encode())} bytes in UTF-8; at most {limit} allowed")
-        if v is not None and any(ord(c) < 32 for c in v):
+        if v is not None and _CONTROL.search(v):
             raise ValueError("must not contain control characters")
         return v
 

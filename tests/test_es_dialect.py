@@ -116,6 +116,9 @@ class SplitTokenizer:
     def index_text(self, text: str) -> str:
         return " ".join(text)
 
+    def index_texts(self, texts) -> list[str]:
+        return [self.index_text(t) for t in texts]
+
     def tokenize(self, text: str) -> list[str]:
         return list(text)
 

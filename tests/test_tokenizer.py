@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import jieba
 import pytest
+import rjieba
 
 from kemem_es.text import Tokenizer, default_stopwords, default_tokenizer, normalize
+from kemem_es.text.tokenizer import _HAN, _WORDY, USER_DICT_PATH, stem
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +46,7 @@ def test_added_words_stay_whole_without_touching_global_jieba(tok: Tokenizer) ->
     tok.add_words(["祁煜"])  # after initialisation too
     assert "祁煜" in tok.tokenize("祁煜在画画")
     assert "祁煜" not in jieba.dt.FREQ
+    assert not rjieba.has_word("祁煜")
 
 
 def test_user_dict_file(tmp_path) -> None:
@@ -65,3 +71,70 @@ def test_default_tokenizer_is_cached_with_shipped_files() -> None:
 def test_stop_words_are_kept_in_tokens(tok: Tokenizer) -> None:
     # Stop words only stop base-word picking; the index text keeps the sentence as said.
     assert "的" in tok.tokenize("红色的花")
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _corpus_texts() -> list[str]:
+    """Every text of the demo corpus and of the dialogue dev set's memories and turns."""
+    texts: list[str] = []
+    paths = [
+        *(REPO / "kemem_es" / "demo").glob("*.jsonl"),
+        *(REPO / "bench" / "dialogue").glob("*.jsonl"),
+    ]
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            texts += [v for v in record.values() if isinstance(v, str)]
+            texts += [k for k in record.get("keywords", []) if isinstance(k, str)]
+    for path in (REPO / "bench" / "dialogue").glob("*.txt"):
+        texts += [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return texts
+
+
+def test_cuts_exactly_like_python_jieba() -> None:
+    """jieba-rs must give Python jieba's tokens (same dictionary, user words, lowercase twins):
+    indices written before the switch are then queried with the same tokens."""
+    names = ["木木", "小满", "豆包", "祁煜", "李深", "阿杰"]
+    ours = Tokenizer(user_dict_paths=[USER_DICT_PATH], words=names)
+    ref = jieba.Tokenizer()
+    ref.initialize()
+    for word in [w for w, f in ref.FREQ.items() if f and w != w.lower()]:
+        ref.add_word(word.lower(), ref.FREQ[word])
+    for line in USER_DICT_PATH.read_text(encoding="utf-8").splitlines():
+        parts = normalize(line).split()
+        if parts and not parts[0].startswith("#"):
+            ref.add_word(parts[0], int(parts[1]) if len(parts) > 1 else None)
+    for name in names:
+        ref.add_word(name)
+    texts = _corpus_texts()
+    assert len(texts) > 3000
+    for text in [*texts, "买了件T恤去做B超", "Caroline went running, 然后吃火锅"]:
+        norm = normalize(text)
+        want = [
+            stem(t.strip()) for t in ref.lcut(norm, HMM=False) if t.strip() and _WORDY.search(t)
+        ]
+        assert ours.tokenize(text) == want, text
+        for token in want:
+            if len(token) >= 3 and _HAN.match(token):
+                pieces = [
+                    token[i : i + n]
+                    for n in (2, 3)
+                    if len(token) > n
+                    for i in range(len(token) - n + 1)
+                ]
+                assert ours.subwords(token) == list(
+                    dict.fromkeys(p for p in pieces if ref.FREQ.get(p))
+                )
+
+
+def test_index_texts_gives_each_text_its_own_index_text(tok: Tokenizer) -> None:
+    keywords = ["吃火锅", "木木", "Running", "北京大学", "T恤", "的", "ＡＢＣ 好的", "。"]
+    assert tok.index_texts(keywords) == [tok.index_text(k) for k in keywords]
+    assert tok.index_texts([]) == []
+    assert tok.index_texts(["a\nb", "火锅"]) == [tok.index_text("a\nb"), tok.index_text("火锅")]
+    records = [json.loads(x) for x in (REPO / "kemem_es" / "demo" / "user_events.jsonl").open()]
+    for record in records:
+        kws = record.get("keywords", [])
+        assert tok.index_texts(kws) == [tok.index_text(k) for k in kws]

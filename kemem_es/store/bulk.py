@@ -9,7 +9,6 @@ memories were written; re-running the same input resumes, since those are now un
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections import Counter, deque
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 from kemem_es.engine.bridge import offload, result_of
 from kemem_es.engine.client import CLIENT_ERRORS, Engine, describe_client_error
@@ -108,7 +108,7 @@ def approx_bytes(doc: dict[str, Any]) -> int:
     """Request bytes of one document: the vector by count (12 bytes a float), the rest as JSON."""
     vec = doc.get("vector") or []
     rest = {k: v for k, v in doc.items() if k != "vector"}
-    return 12 * len(vec) + len(json.dumps(rest, ensure_ascii=False).encode()) + 64
+    return 12 * len(vec) + len(orjson.dumps(rest)) + 64
 
 
 class BulkWriter:

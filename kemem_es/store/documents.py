@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -40,6 +41,8 @@ OPTIONAL_TERMS = {"place", "scene", "keyword", "user_name", "agent_name", "sessi
 
 class TextTokenizer(Protocol):
     def index_text(self, text: str) -> str: ...
+
+    def index_texts(self, texts: Sequence[str]) -> list[str]: ...
 
 
 def embed_text(record: MemoryRecord) -> str:
@@ -132,7 +135,7 @@ def to_document(
             deepinsight=record.deepinsight,
             deepinsight_tok=tok.index_text(record.deepinsight),
             keywords=record.keywords,
-            keywords_tok=" ".join(tok.index_text(k) for k in record.keywords),
+            keywords_tok=" ".join(tok.index_texts(record.keywords)),
             place=record.place,
             scene=record.scene,
             created_at=fmt_time(record.created_at),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,7 +26,7 @@ class Checked:
     memory_id: str
     embedded: list[float] | None = None  # computed already (dedup): not embedded again
 
-    @property
+    @cached_property
     def doc_id(self) -> str:
         return self.scope.doc_id(self.memory_id)
 

@@ -1,16 +1,23 @@
-"""jieba tokenisation shared by indexing and querying, so both sides see the same tokens."""
+"""jieba tokenisation shared by indexing and querying, so both sides see the same tokens.
+
+The cutting runs in jieba-rs (``rjieba``), the Rust port of jieba: the same dictionary and the
+same non-HMM algorithm, so the same tokens (checked against Python jieba on the demo corpus and
+the dev sets, tests/test_tokenizer.py), at about a sixth of the CPU — tokenising was ~40 % of
+the client's time in a bulk load and part of every query. Python jieba stays the source of the
+dictionary file, the IDF table and the lexicon build."""
 
 from __future__ import annotations
 
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jieba
+import rjieba
 
 from kemem_es.text.stopwords import LEXICON_DIR, default_stopwords
 
@@ -43,11 +50,27 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-class Tokenizer:
-    """A private ``jieba.Tokenizer`` (no global jieba state) with user words and stop words.
+JIEBA_DICT_PATH = Path(jieba.__file__).resolve().parent / "dict.txt"
 
-    jieba's dictionary load costs ~0.5 s, so it happens on first use, not on construction;
-    jieba caches the parsed dictionary in the system temp dir across processes.
+
+@lru_cache(maxsize=1)
+def _mixed_case_words() -> tuple[tuple[str, int], ...]:
+    """jieba's dictionary words with capitals (T恤, B超) and their frequencies."""
+    out = []
+    with open(JIEBA_DICT_PATH, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] != parts[0].lower() and parts[1].isdigit():
+                out.append((parts[0], int(parts[1])))
+    return tuple(out)
+
+
+class Tokenizer:
+    """A private jieba (no global jieba state) with user words and stop words.
+
+    The dictionary load costs ~0.2 s, so it happens on first use, not on construction.
+    jieba-rs objects are not shared between threads while a word is being added, so cutting
+    and adding words take the same (uncontended, sub-microsecond) lock.
     HMM new-word guessing is off by default: it glues unknown characters to their neighbours
     (木木去, 好开心), producing tokens the lexicon and the IDF table do not know; names belong in
     the user dictionary (``add_words``) instead.
@@ -66,9 +89,8 @@ class Tokenizer:
         stopwords: Iterable[str] | None = None,
         hmm: bool = False,
     ) -> None:
-        self._jieba = jieba.Tokenizer()
+        self._jieba: rjieba.Jieba | None = None
         self._lock = threading.Lock()
-        self._ready = False
         self._pending_paths = [Path(p) for p in user_dict_paths]
         self._pending_words: list[str] = []
         self.hmm = hmm
@@ -77,25 +99,24 @@ class Tokenizer:
         )
         self.add_words(words)
 
-    def _engine(self) -> jieba.Tokenizer:
-        if self._ready:
+    def _engine(self) -> rjieba.Jieba:
+        if self._jieba is not None:
             return self._jieba
         with self._lock:
-            if not self._ready:
-                tk = self._jieba
-                tk.initialize()
+            if self._jieba is None:
+                tk = rjieba.Jieba()
                 # Input is lowercased before cutting, so jieba's few mixed-case words (T恤, B超)
                 # need lowercase twins to stay whole.
-                for word in [w for w, f in tk.FREQ.items() if f and w != w.lower()]:
-                    tk.add_word(word.lower(), tk.FREQ[word])
+                for word, freq in _mixed_case_words():
+                    tk.add_word(word.lower(), freq, None)
                 for path in self._pending_paths:
-                    for word in _read_user_dict(path):
-                        tk.add_word(*word)
+                    for word, freq, tag in _read_user_dict(path):
+                        tk.add_word(word, freq, tag)
                 for word in self._pending_words:
-                    tk.add_word(word)
+                    tk.add_word(word, None, None)
                 self._pending_paths.clear()
                 self._pending_words.clear()
-                self._ready = True
+                self._jieba = tk
         return self._jieba
 
     def add_words(self, words: Iterable[str]) -> None:
@@ -103,28 +124,31 @@ class Tokenizer:
         clean = [normalize(w).strip() for w in words]
         clean = [w for w in clean if w and not any(c.isspace() for c in w)]
         with self._lock:
-            if not self._ready:
+            if self._jieba is None:
                 self._pending_words.extend(clean)
                 return
             for word in clean:
-                self._jieba.add_word(word)
+                self._jieba.add_word(word, None, None)
 
     def load_user_dict(self, path: str | Path) -> None:
         """Add a jieba-format user dictionary file (``word [freq] [pos]`` per line)."""
         entries = _read_user_dict(Path(path))
         with self._lock:
-            if not self._ready:
+            if self._jieba is None:
                 self._pending_paths.append(Path(path))
                 return
-            for entry in entries:
-                self._jieba.add_word(*entry)
+            for word, freq, tag in entries:
+                self._jieba.add_word(word, freq, tag)
 
     def tokenize_spans(self, text: str) -> tuple[str, list[tuple[str, int, int]]]:
         """The normalised text and its kept tokens with [start, end) offsets into it."""
         norm = normalize(text)
         spans: list[tuple[str, int, int]] = []
         pos = 0
-        for piece in self._engine().lcut(norm, HMM=self.hmm):
+        engine = self._engine()
+        with self._lock:
+            pieces = engine.cut(norm, self.hmm)
+        for piece in pieces:
             end = pos + len(piece)
             token = piece.strip()
             if token and _WORDY.search(token):
@@ -137,15 +161,16 @@ class Tokenizer:
         characters (吃火锅 → 火锅; 北京大学 → 北京, 大学), the token itself excluded."""
         if len(token) < 3 or not _HAN.match(token):
             return []
-        freq = self._engine().FREQ
+        engine = self._engine()
         out: list[str] = []
-        for n in (2, 3):
-            if len(token) <= n:
-                continue
-            for i in range(len(token) - n + 1):
-                piece = token[i : i + n]
-                if freq.get(piece) and piece not in out:
-                    out.append(piece)
+        with self._lock:
+            for n in (2, 3):
+                if len(token) <= n:
+                    continue
+                for i in range(len(token) - n + 1):
+                    piece = token[i : i + n]
+                    if piece not in out and engine.has_word(piece):
+                        out.append(piece)
         return out
 
     def tokenize(self, text: str) -> list[str]:
@@ -159,6 +184,22 @@ class Tokenizer:
         tokens = self.tokenize(text)
         subs = [s for t in tokens for s in self.subwords(t)]
         return " ".join(tokens + subs)
+
+    def index_texts(self, texts: Sequence[str]) -> list[str]:
+        """``index_text`` of each text, from one cut of them all (a record's keywords: one call
+        instead of one per keyword). The texts are joined by line breaks, which jieba never
+        cuts across and keyword values cannot hold, so each gets exactly its own tokens."""
+        if len(texts) < 2 or any("\n" in t for t in texts):
+            return [self.index_text(t) for t in texts]
+        norm, spans = self.tokenize_spans("\n".join(texts))
+        ends = [m.start() for m in re.finditer("\n", norm)] + [len(norm)]
+        parts: list[list[str]] = [[] for _ in texts]
+        i = 0
+        for token, start, _ in spans:
+            while start > ends[i]:
+                i += 1
+            parts[i].append(token)
+        return [" ".join(p + [s for t in p for s in self.subwords(t)]) for p in parts]
 
     def is_stopword(self, word: str) -> bool:
         return word in self.stopwords
