@@ -126,7 +126,19 @@ def check_metadata(v: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
+UNIT_TOLERANCE = 1e-3
+
+
+def unit(arr: np.ndarray) -> np.ndarray | None:
+    """``arr`` scaled to length 1, or None when it is that already (within UNIT_TOLERANCE)."""
+    norm = float(np.linalg.norm(arr))
+    return None if abs(norm - 1.0) <= UNIT_TOLERANCE else arr / norm
+
+
 def check_vector(v: list[float] | None) -> list[float] | None:
+    """Finite, not all zeros, and stored at unit length: only a vector's direction means
+    anything to a cosine, and the ANN graph ranks by dot product, which on unit vectors is the
+    cosine at a third of the arithmetic (index_templates/dialects/opensearch.json)."""
     if v is None:
         return v
     if not v:
@@ -137,7 +149,8 @@ def check_vector(v: list[float] | None) -> list[float] | None:
         raise ValueError("has NaN or infinite values")
     if not arr.any():
         raise ValueError("is all zeros (no direction: cosine similarity is undefined)")
-    return v
+    scaled = unit(arr)
+    return v if scaled is None else scaled.round(7).tolist()
 
 
 class _Record(BaseModel):

@@ -283,3 +283,50 @@ def test_failed_large_load_still_restores_refresh(kemem, monkeypatch) -> None:
         kemem.index_records(_bulk_records(4), kind="events")
     assert _refresh_interval(kemem, alias) is None  # the default again, not -1
     assert not bulk._paused
+
+
+def test_supplied_vectors_are_stored_at_unit_length_and_ranked_by_cosine(kemem) -> None:
+    """The graph ranks by dot product (innerproduct): that is the cosine only on unit vectors,
+    so a supplied vector of any length is stored scaled to length 1, and the ANN neighbours
+    of a query are the exact cosine neighbours, however long the vectors were when written."""
+    import numpy as np
+
+    from kemem_es.memory.dedup import nearest
+    from kemem_es.models import EventRecord
+
+    kemem.init()
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    mapping = next(iter(kemem.engine.get_index(alias).values()))["mappings"]["properties"]
+    if kemem.engine.dialect == "opensearch":
+        assert mapping["vector"]["method"]["space_type"] == "innerproduct"
+    rng = np.random.default_rng(7)
+    base = rng.normal(size=(40, kemem.embedder.dim))
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    lengths = rng.uniform(0.05, 20.0, size=40)  # far from 1: a dot product would favour long ones
+    records = [
+        EventRecord(
+            id=f"v{i}",
+            agent_id="qiyu",
+            user_id="u1",
+            description=f"第{i}条记忆",
+            created_at="2024-05-01 10:00:00",
+            vector=(base[i] * lengths[i]).tolist(),
+        )
+        for i in range(40)
+    ]
+    assert kemem.index_records(records, kind="events", db="user").indexed == 40
+    doc = kemem.engine.get(alias, U1.doc_id("v3"), routing=U1.routing)["_source"]
+    assert abs(float(np.linalg.norm(doc["vector"])) - 1.0) < 1e-4
+    assert np.allclose(doc["vector"], base[3], atol=1e-5)
+    for q in range(5):
+        query = base[q] * 0.7 + base[q + 10] * 0.3
+        want = np.argsort(-(base @ query))[:5]
+        body = {
+            "size": 5,
+            "_source": ["id"],
+            "query": kemem.engine.ann_query("vector", query.tolist(), 5, U1.filters()),
+        }
+        hits = kemem.engine.search(alias, body, routing=U1.routing)["hits"]["hits"]
+        assert [h["_source"]["id"] for h in hits] == [f"v{i}" for i in want]
+    (match,) = nearest(kemem.engine, [(U1, records[0], (base[0] * 3).tolist())], "events")
+    assert match is not None and match.memory_id == "v0" and abs(match.similarity - 1.0) < 1e-3

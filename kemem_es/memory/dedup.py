@@ -71,9 +71,18 @@ def nearest(
     prefix = engine.settings.index_prefix
     searches: list[Search] = []
     for scope, record, vector in items:
+        # The graph's own score depends on its space (innerproduct on new OpenSearch indices,
+        # cosine on older ones): the nearest is rescored as (1 + cos) / 2 explicitly.
+        ann = engine.ann_query(VECTOR_FIELD, vector, 1, _filters(scope, record))
         body = {
             "size": 1,
-            "query": engine.ann_query(VECTOR_FIELD, vector, 1, _filters(scope, record)),
+            "query": {
+                "function_score": {
+                    "query": ann,
+                    "functions": [engine.vector_function(VECTOR_FIELD, vector, 1.0)],
+                    "boost_mode": "replace",
+                }
+            },
             "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
         }
         searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))
@@ -86,7 +95,6 @@ def nearest(
         if hit is None or not scope.owns(hit["_source"]):
             out.append(None)
             continue
-        # Both engines score a cosine k-NN hit as (1 + cos) / 2.
         cosine = 2.0 * float(hit["_score"]) - 1.0
         out.append(Match(str(hit["_source"].get("id", "")), cosine, hit["_source"]))
     return out
