@@ -53,16 +53,15 @@ def normalize(text: str) -> str:
 JIEBA_DICT_PATH = Path(jieba.__file__).resolve().parent / "dict.txt"
 
 
+_CAPITALISED = re.compile(r"^(\S*[A-Z]\S*) (\d+)", re.MULTILINE)
+
+
 @lru_cache(maxsize=1)
 def _mixed_case_words() -> tuple[tuple[str, int], ...]:
-    """jieba's dictionary words with capitals (T恤, B超) and their frequencies."""
-    out = []
-    with open(JIEBA_DICT_PATH, encoding="utf-8") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 2 and parts[0] != parts[0].lower() and parts[1].isdigit():
-                out.append((parts[0], int(parts[1])))
-    return tuple(out)
+    """jieba's dictionary words with (latin) capitals — T恤, B超, 66 of them — and their
+    frequencies; one regex over the file (~0.1 s) rather than a loop over its 349k lines."""
+    text = JIEBA_DICT_PATH.read_text(encoding="utf-8")
+    return tuple((word, int(freq)) for word, freq in _CAPITALISED.findall(text))
 
 
 class Tokenizer:
