@@ -30,7 +30,8 @@ import numpy as np
 from bench.evalset import mean_metrics, metrics
 
 Doc = dict[str, Any]
-FLOOR, SPAN = 0.62, 0.18  # the default vec calibration
+FLOOR, SPAN = 0.595, 0.18  # the default vec calibration (only the span matters for ranking)
+KW, VEC = 0.48, 0.47  # the default fusion weights (round 4; before: 0.40 / 0.55)
 
 
 # -- dump --------------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
     for db in DATABASES:
         alias = index_alias(s.engine.settings.index_prefix, db, "events")
         for name, clauses in (("cov", cov), ("bm25", kwc)):
-            src = ["id", "event_time"] + (["vector"] if vectors is None else [])
+            src = ["id", "event_time", "strength"] + (["vector"] if vectors is None else [])
             body = {"size": 10_000, "query": ev.candidate_query(db, params, clauses)}
             body["_source"] = src
             for h in s.engine.search(alias, body, ignore_unavailable=True)["hits"]["hits"]:
@@ -65,6 +66,7 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
                 if "vector" in doc:
                     row["v"] = np.asarray(doc["vector"], dtype=np.float32)
                 row["t"] = doc.get("event_time")
+                row["s"] = float(doc.get("strength") or 0.0)
     ids = list(rows)
     V = np.stack([rows[i]["v"] if vectors is None else vectors[i] for i in ids])
     q = np.asarray(vector, dtype=np.float32)
@@ -84,6 +86,7 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
         "cos": V @ q,
         "scos": (V @ P.T).max(axis=1) if len(parts) else V @ q,
         "time": 0.5 ** (np.maximum(age, 0) / params.half_life_days),
+        "strength": np.asarray([rows[i]["s"] / (rows[i]["s"] + params.strength_k) for i in ids]),
         "V": V.astype(np.float16),
     }
 
@@ -105,7 +108,10 @@ def dump(args: argparse.Namespace) -> list[Doc]:
             )
             half = "a" if int(q["qid"].rsplit("-", 1)[1]) % 2 else "b"
             sig = _signals(km, text, p, None)
-            out.append({"qid": q["qid"], "half": half, "gold": gold[q["qid"]], **sig})
+            style = q["style"]
+            out.append(
+                {"qid": q["qid"], "half": half, "style": style, "gold": gold[q["qid"]], **sig}
+            )
         return out
     from bench.evalset import EvalSet, source_file
     from bench.memdaily import AGENT, POOL, embeddings, sample
@@ -123,6 +129,8 @@ def dump(args: argparse.Namespace) -> list[Doc]:
             user_id=user, agent_id=AGENT, now=now, expand=False, entity_limit=0, **args.set
         )
         sig = _signals(km, q["text"], p, by_id)
+        if args.drop_vectors:  # only pseudo-relevance feedback needs them; pooled scopes are big
+            del sig["V"]
         sig["ids"] = [i.removeprefix(POOL) for i in sig["ids"]]
         half = "a" if k % 2 else "b"
         out.append({"qid": q["qid"], "half": half, "gold": es.qrels[q["qid"]], **sig})
@@ -146,7 +154,7 @@ def vec(d: Doc, s: float = 0.5) -> np.ndarray:
     return ((1 - s) * d["cos"] + s * d["scos"] - FLOOR) / SPAN
 
 
-def fusion(d: Doc, wk: float = 0.40, wv: float = 0.55, s: float = 0.5) -> np.ndarray:
+def fusion(d: Doc, wk: float = KW, wv: float = VEC, s: float = 0.5) -> np.ndarray:
     return wk * d["cov"] + wv * vec(d, s) + 0.03 * d["time"]
 
 
@@ -163,7 +171,7 @@ def prf(d: Doc, lam: float = 0.3) -> np.ndarray:
     """Pseudo-relevance feedback: + similarity to the best hit's memory."""
     s = fusion(d)
     V = d["V"].astype(np.float32)
-    return s + lam * 0.55 * (V @ V[int(np.argmax(s))] - FLOOR) / SPAN
+    return s + lam * VEC * (V @ V[int(np.argmax(s))] - FLOOR) / SPAN
 
 
 def features(d: Doc) -> np.ndarray:
@@ -209,7 +217,7 @@ def methods(data: Sequence[Doc]) -> dict[str, Callable[[Doc], list[str]]]:
         "rrf": rrf,
         "fusion without sentence vectors": by(lambda d: fusion(d, s=0.0)),
         "vector without sentence vectors": by(lambda d: vec(d, 0.0)),
-        "fusion kw 0.5 / vec 0.45": by(lambda d: fusion(d, 0.5, 0.45)),
+        "fusion kw 0.4 / vec 0.55 (round 3)": by(lambda d: fusion(d, 0.40, 0.55)),
         "fusion + 0.1 bm25/(bm25+4)": by(lambda d: fusion(d) + 0.1 * features(d)[:, 2]),
         "min-max of both over the scope": by(
             lambda d: 0.3 * _minmax(d["cov"]) + 0.7 * _minmax(vec(d))
@@ -254,6 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--pooled", action="store_true")
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)
+    d.add_argument("--drop-vectors", action="store_true", help="memdaily: keep no memory vectors")
     d.add_argument("--set", type=json.loads, default={}, help="JSON of QueryParams overrides")
     e = sub.add_parser("eval")
     e.add_argument("file", type=Path)

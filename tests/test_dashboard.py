@@ -92,7 +92,7 @@ def test_page_and_assets_need_no_key_and_forbid_inline_script(seeded: Kemem) -> 
     assert r.headers["x-content-type-options"] == "nosniff"
     assert '<script src="/dashboard/static/dashboard.js" defer></script>' in r.text
     assert "<script>" not in r.text and not re.search(r"\$[a-z_]", r.text)  # all filled in
-    assert 'data-keys="on"' in r.text and 'value="0.55"' in r.text  # the server's defaults
+    assert 'data-keys="on"' in r.text and 'value="0.47"' in r.text  # the server's defaults (w vec)
     js = call(app, "GET", "/dashboard/static/dashboard.js")
     assert js.status_code == 200 and "javascript" in js.headers["content-type"]
     markup_sinks = r"\.(inner|outer)HTML|insertAdjacentHTML|document\.write|\beval\("

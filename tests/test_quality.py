@@ -160,6 +160,36 @@ def test_default_weights_keep_time_and_strength_as_tie_breakers() -> None:
         QueryParams(agent_id="a", user_id="u", vec_floor=0.8, vec_ceil=0.7)
 
 
+def test_what_the_default_threshold_asks_of_a_memory() -> None:
+    """Round 4: keywords weigh more (the ranking depends on w_kw : w_vec/(ceil − floor)), and the
+    floor moved so that 0.5 still asks for a clear match (bench/results/…-quality, round 4)."""
+    p = QueryParams(agent_id="a", user_id="u")
+    w = p.weights
+    span = p.vec_ceil - p.vec_floor
+    assert 0.16 <= w.kw / (w.vec / span) <= 0.22  # the plateau measured on half a of both sets
+
+    def cos_needed(kw: float) -> float:  # a memory of today, strength 0, at the threshold
+        return p.vec_floor + (p.score_threshold - w.kw * kw - w.time) * span / w.vec
+
+    assert 0.77 < cos_needed(0.0) < 0.80  # no shared word: clearly the same topic
+    assert 0.66 < cos_needed(0.5) < 0.70  # half the query's word weight
+    assert cos_needed(1.0) < p.vec_floor  # every word matched: related in any way
+
+
+def test_entity_evidence_keeps_its_own_calibration() -> None:
+    from kemem_es.search.entities import ENTITY_WEIGHTS, entity_offset
+
+    p = QueryParams(agent_id="a", user_id="u")
+    moved = QueryParams(agent_id="a", user_id="u", vec_floor=0.5, vec_ceil=0.9)
+    assert entity_offset(p, True) == entity_offset(moved, True)
+    assert ev.vec_scale(p, entity=True) == ev.vec_scale(moved, entity=True)
+    lo, span = ev.vec_scale(p, entity=True)
+    assert (lo, lo + span) == pytest.approx(((1 + 0.62) / 2, (1 + 0.80) / 2))
+    assert entity_offset(p, True) == pytest.approx(ENTITY_WEIGHTS["vec"] * lo / span)
+    with pytest.raises(ValidationError, match="entity_vec_ceil"):
+        QueryParams(agent_id="a", user_id="u", entity_vec_floor=0.8, entity_vec_ceil=0.7)
+
+
 def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
     import numpy as np
 

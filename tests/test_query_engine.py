@@ -372,3 +372,39 @@ def test_a_vague_last_turn_recalls_the_topic_of_earlier_turns(km) -> None:
     assert ids(q(km, "嗯，跟上次一样", context=context))[0] == "noise-1"
     old = q(km, "嗯，跟上次一样", context=context, context_turns=4, context_decay=0.5)
     assert ids(old)[:1] != ["noise-1"]  # the round-2 defaults never saw the topic
+
+
+# -- the README's demo examples at the default threshold ---------------------------------------
+@pytest.fixture(scope="module")
+def demo(engine_settings, embedder):
+    from support import demo_store, drop_prefix
+
+    km = demo_store(engine_settings, embedder, "demo-threshold")
+    yield km
+    drop_prefix(km)
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "agent", "want"),
+    [
+        ("胃疼", "u_mumu", "lishen", "ev-u_mumu-lishen-0003"),  # 木木's gastritis, no shared word
+        (
+            "我那只狗最近好像胖了",
+            "u_xiaoman",
+            "lishen",
+            "ev-u_xiaoman-lishen-0037",
+        ),  # 豆包 at the vet
+    ],
+)
+def test_the_readme_examples_clear_the_default_threshold(demo, text, user, agent, want) -> None:
+    """What the default threshold (0.5) means, with every knob at its default and today's date:
+    the memory the README names is recalled (bench.demo_threshold prints the scores)."""
+    got = [e.index for e in demo.query(text, user_id=user, agent_id=agent).memory_events]
+    assert want in got
+
+
+def test_hot_pot_ranks_the_hot_pot_night_first_and_small_talk_recalls_nothing(demo) -> None:
+    top = demo.query("小雨又想吃火锅了", user_id="u_mumu", agent_id="qiyu").memory_events
+    assert top[0].index == "ev-u_mumu-qiyu-0008"
+    for text in ("你好", "嗯嗯，好的", "哈哈哈哈"):
+        assert demo.query(text, user_id="u_mumu", agent_id="qiyu").memory_events == []

@@ -74,8 +74,9 @@ def entity_body(
     vector: Sequence[float] | None = None,
 ) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search.
-    The score is 0.6·coverage + 0.4·vec (raw: minus ``entity_offset``), both on the scales of
-    the event search; without an engine/vector, coverage alone."""
+    The score is 0.6·coverage + 0.4·vec (raw: minus ``entity_offset``): coverage as for the
+    events, vec on the entities' own calibration (``entity_vec_floor``/``entity_vec_ceil``);
+    without an engine/vector, coverage alone."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
     should = keyword_clauses(words, shared)
     for tier in TIERS:
@@ -122,7 +123,7 @@ def entity_body(
     if engine is not None and vector is not None:
         # The vector term is added to the best candidates only (a rescore window): scoring it
         # on every keyword candidate of a 20k-entity official database costs ~10 ms.
-        _, span = vec_scale(params)
+        _, span = vec_scale(params, entity=True)
         vec_fn = engine.vector_function(VECTOR_FIELD, vector, ENTITY_WEIGHTS["vec"] / span)
         body["rescore"] = {
             "window_size": max(2 * limit, RESCORE_WINDOW),
@@ -145,5 +146,5 @@ def entity_body(
 def entity_offset(params: QueryParams, with_vector: bool) -> float:
     if not with_vector:
         return 0.0
-    lo, span = vec_scale(params)
+    lo, span = vec_scale(params, entity=True)
     return ENTITY_WEIGHTS["vec"] * lo / span

@@ -81,10 +81,16 @@ def exclusion(params: QueryParams) -> list[dict[str, Any]]:
     return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids else []
 
 
-def vec_scale(params: QueryParams) -> tuple[float, float]:
-    """(lo, span) on the engine's (1+cos)/2 scale: vec = (s − lo) / span."""
-    lo = (1.0 + params.vec_floor) / 2.0
-    return lo, (1.0 + params.vec_ceil) / 2.0 - lo
+def vec_scale(params: QueryParams, entity: bool = False) -> tuple[float, float]:
+    """(lo, span) on the engine's (1+cos)/2 scale: vec = (s − lo) / span (``entity``: the
+    entity evidence's own calibration)."""
+    floor, ceil = (
+        (params.entity_vec_floor, params.entity_vec_ceil)
+        if entity
+        else (params.vec_floor, params.vec_ceil)
+    )
+    lo = (1.0 + floor) / 2.0
+    return lo, (1.0 + ceil) / 2.0 - lo
 
 
 def vec_offset(params: QueryParams, weights: dict[str, float]) -> float:

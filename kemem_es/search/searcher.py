@@ -374,7 +374,9 @@ class Searcher:
         if mode == "rrf":
             ranked = rrf_merge(lists, params.rrf_k)
         else:
-            ranked.sort(key=lambda r: -r[2])  # stable: equal scores keep the engine's order
+            # By the engine's raw score (one offset for every database): the calibrated score is
+            # clamped to [0, 1], and two databases' hits that both clamp at 1 keep their order.
+            ranked.sort(key=lambda r: -float(r[1]["_score"]))
             # Rescored scores (approximate path, two-stage) exist only after the engine's
             # min_score has run, so the threshold is applied to what came back.
             ranked = [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
