@@ -130,8 +130,9 @@ def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
 
 
 def drop_indices(km: Any) -> None:
-    """Delete the four indices and templates of ``km``'s prefix (and nothing else)."""
-    from kemem_es.store.layout import index_alias
+    """Delete the memory, history and user-state indices and the templates of ``km``'s prefix
+    (and nothing else)."""
+    from kemem_es.store.layout import history_alias, index_alias, users_alias
 
     engine = km.engine
     prefix = engine.settings.index_prefix
@@ -147,10 +148,10 @@ def drop_indices(km: Any) -> None:
                             engine.client.indices.delete_alias(index=name, name=alias)
             with contextlib.suppress(Exception):
                 engine.client.indices.delete_index_template(name=alias)
-    history = f"{prefix}-history"
-    with contextlib.suppress(Exception):
-        for name in list(engine.get_index(history)):
-            engine.delete_index(name)
+    for aux in (history_alias(prefix), users_alias(prefix)):
+        with contextlib.suppress(Exception):
+            for name in list(engine.get_index(aux)):
+                engine.delete_index(name)
 
 
 def engine_settings(km: Any) -> dict[str, Any]:
