@@ -126,13 +126,7 @@ def check_metadata(v: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
-UNIT_TOLERANCE = 1e-3
-
-
-def unit(arr: np.ndarray) -> np.ndarray | None:
-    """``arr`` scaled to length 1, or None when it is that already (within UNIT_TOLERANCE)."""
-    norm = float(np.linalg.norm(arr))
-    return None if abs(norm - 1.0) <= UNIT_TOLERANCE else arr / norm
+UNIT_TOLERANCE = 1e-3  # a vector this close to length 1 is stored as given
 
 
 def check_vector(v: list[float] | None) -> list[float] | None:
@@ -149,8 +143,8 @@ def check_vector(v: list[float] | None) -> list[float] | None:
         raise ValueError("has NaN or infinite values")
     if not arr.any():
         raise ValueError("is all zeros (no direction: cosine similarity is undefined)")
-    scaled = unit(arr)
-    return v if scaled is None else scaled.round(7).tolist()
+    norm = float(np.linalg.norm(arr))
+    return v if abs(norm - 1.0) <= UNIT_TOLERANCE else (arr / norm).round(7).tolist()
 
 
 class _Record(BaseModel):

@@ -151,6 +151,18 @@ def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
+def _cli_env(kemem) -> dict[str, str]:
+    """The environment that points the CLI at ``kemem``'s engine, prefix and model."""
+    import os
+
+    return dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+    )
+
+
 def test_unreachable_cluster_gives_one_clear_line(tmp_path: Path) -> None:
     import os
 
@@ -167,14 +179,7 @@ def test_unreachable_cluster_gives_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_cli_index_exit_codes(kemem, tmp_path: Path) -> None:
-    import os
-
-    env = dict(
-        os.environ,
-        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
-        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
-        KEMEM_ES_URL=kemem.settings.url,
-    )
+    env = _cli_env(kemem)
     good = write_jsonl(tmp_path / "good.jsonl", ENTITIES)
     proc = _cli("index", str(good), "--kind", "entities", "--db", "user", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -188,16 +193,9 @@ def test_cli_index_exit_codes(kemem, tmp_path: Path) -> None:
 
 
 def test_cli_init_plans_user_shards_by_expected_size(kemem) -> None:
-    import os
-
     from kemem_es.store.sizing import SHARD_MEMORIES
 
-    env = dict(
-        os.environ,
-        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
-        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
-        KEMEM_ES_URL=kemem.settings.url,
-    )
+    env = _cli_env(kemem)
     proc = _cli("init", "--expected-memories", str(2 * SHARD_MEMORIES + 1), env=env)
     assert proc.returncode == 0, proc.stderr
     shards = {}
@@ -210,14 +208,7 @@ def test_cli_init_plans_user_shards_by_expected_size(kemem) -> None:
 
 
 def test_cli_query_before_anything_is_indexed_says_so(kemem) -> None:
-    import os
-
-    env = dict(
-        os.environ,
-        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
-        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
-        KEMEM_ES_URL=kemem.settings.url,
-    )
+    env = _cli_env(kemem)
     proc = _cli("query", "最近总是失眠", "--user", "u1", "--agent", "qiyu", env=env)
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr + proc.stdout

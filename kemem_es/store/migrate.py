@@ -21,11 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import KememError
-from kemem_es.models import Database, MemoryKind, unit
+from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store.documents import meta_entries
 from kemem_es.store.layout import DATABASES, KINDS, UID_FIELD, VECTOR_FIELD, index_alias
 from kemem_es.store.scope import scope_of_source
@@ -98,9 +96,7 @@ def _convert(db: Database, source: dict[str, Any]) -> tuple[dict[str, Any], dict
     doc[UID_FIELD] = scope.doc_id(memory_id)
     doc["meta"] = meta_entries(doc.get("metadata") or {})
     if doc.get(VECTOR_FIELD):  # written before vectors were stored at unit length
-        scaled = unit(np.asarray(doc[VECTOR_FIELD], dtype=np.float64))
-        if scaled is not None:
-            doc[VECTOR_FIELD] = scaled.round(7).tolist()
+        doc[VECTOR_FIELD] = check_vector(doc[VECTOR_FIELD])
     return {"_id": scope.doc_id(memory_id), "routing": scope.routing}, doc
 
 
