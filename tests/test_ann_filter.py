@@ -12,11 +12,12 @@ pytestmark = pytest.mark.engine
 
 
 def _knn_filters(searches) -> dict[str, bool]:
-    """index → whether its body's knn clause carries a filter."""
+    """events index → whether its body's knn clause carries a filter (the entity search goes
+    in the same msearch)."""
     out = {}
     for index, body, *_ in searches:
         text = json.dumps(body)
-        if '"knn"' in text:
+        if index.endswith("-events") and '"knn"' in text:
             knn = body["query"]["bool"]["should"][-1]["constant_score"]["filter"]["knn"]
             out[index] = "filter" in knn["vector"]
     return out

@@ -132,13 +132,13 @@ class Engine(ABC):
         hold those scopes are searched."""
 
     def msearch(self, searches: Sequence[Search]) -> list[dict[str, Any]]:
-        """Several (index, body[, routing]) searches in one round trip; responses in order."""
+        """Several (index, body[, routing[, ignore_unavailable]]) searches in one round trip;
+        responses in order (an error is a response with ``error``, not an exception)."""
         lines: list[dict[str, Any]] = []
-        for index, body, *routing in searches:
-            header: dict[str, Any] = {"index": index}
-            if routing and routing[0]:
-                header["routing"] = routing[0]
-            lines += [header, body]
+        for index, body, *rest in searches:
+            routing = rest[0] if rest else None
+            ignore = bool(rest[1]) if len(rest) > 1 else False
+            lines += [{"index": index, **_search_kw(ignore, routing)}, body]
         return list(self._msearch(lines)["responses"])
 
     @abstractmethod
@@ -228,7 +228,11 @@ class Engine(ABC):
         """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
 
 
-Search = tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str | None]
+Search = (
+    tuple[str, dict[str, Any]]
+    | tuple[str, dict[str, Any], str | None]
+    | tuple[str, dict[str, Any], str | None, bool]
+)
 
 
 def _doc_ref(index: str, doc_id: str, routing: str | None) -> dict[str, Any]:

@@ -52,7 +52,11 @@ class EntityHit(BaseModel):
 class AdditionalInfo(BaseModel):
     timings_ms: dict[str, float] = Field(
         alias="检索耗时",
-        description="ms per stage: tokenise, expand, embed, search_events, search_entities, ...",
+        description=(
+            "ms per stage: tokenise, expand, embed, search_events (the round trip that "
+            "searches events and entities together, and a second event search when entity "
+            "names bridge), search_entities (scoring them), assemble, total"
+        ),
     )
     query: str
     tokens: list[str] = Field(alias="分词")

@@ -28,7 +28,13 @@ from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.params import QueryParams
-from kemem_es.search.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
+from kemem_es.search.response import (
+    AdditionalInfo,
+    EntityHit,
+    EventHit,
+    QueryResponse,
+    Signals,
+)
 from kemem_es.store.layout import index_alias
 from kemem_es.text import base_words_with_tokens, normalize
 from kemem_es.text.dialogue import (
@@ -62,6 +68,9 @@ ENTITY_TEXT_FIELDS = [
 # the newest turns within this many characters instead of letting the tokenizer cut the end.
 EMBED_MAX_CHARS = 250
 
+# an event answer: (database, engine hit, calibrated score, signals when explained)
+EventResult = tuple[Database, dict[str, Any], float, Signals | None]
+
 
 class Stopwatch:
     def __init__(self) -> None:
@@ -70,7 +79,8 @@ class Stopwatch:
 
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
-        self.timings[stage] = round((now - self._last) * 1000, 3)
+        # a stage met twice (a second event search) adds up
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + (now - self._last) * 1000, 3)
         self._last = now
 
     def total(self) -> dict[str, float]:
@@ -332,10 +342,22 @@ class Searcher:
         vector: Sequence[float],
         now: datetime,
         parts: Sequence[Sequence[float]] = (),
-    ) -> tuple[list[tuple[Database, dict[str, Any], float, dict[str, float] | None]], list[str]]:
+    ) -> tuple[list[EventResult], list[str]]:
         """(db, hit, score, signals) best first, after threshold and limit; scores calibrated.
         Also the databases whose events index is missing: the others still answer (a missing
         official index must not cost the user's own memories); all missing is an error."""
+        searches, dbs = self.event_searches(params, words, vector, now, parts)
+        return self.rank_events(params, dbs, self.engine.msearch(searches))
+
+    def event_searches(
+        self,
+        params: QueryParams,
+        words: Sequence[SearchWord],
+        vector: Sequence[float],
+        now: datetime,
+        parts: Sequence[Sequence[float]] = (),
+    ) -> tuple[list[Search], list[Database]]:
+        """The event searches of a query (one or two per database, by mode) and their dbs."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
@@ -343,7 +365,6 @@ class Searcher:
             if coverage
             else keyword_clauses(words, EVENT_FIELDS)
         )
-        mode = params.mode
         searches: list[Search] = []
         dbs: list[Database] = []
         for db in DATABASES:
@@ -353,7 +374,18 @@ class Searcher:
             for body in _mode_bodies(params, args, parts, ann_filtered):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
                 dbs.append(db)
-        responses = self.engine.msearch(searches)
+        return searches, dbs
+
+    def rank_events(
+        self,
+        params: QueryParams,
+        dbs: Sequence[Database],
+        responses: Sequence[dict[str, Any]],
+    ) -> tuple[list[EventResult], list[str]]:
+        """``search_events``' answer from the responses to ``event_searches``."""
+        prefix = self.engine.settings.index_prefix
+        coverage = params.mode in ("fusion", "two_stage")
+        mode = params.mode
         offset = ev.vec_offset(params, _mode_weights(params))
         ranked: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
@@ -410,19 +442,36 @@ class Searcher:
         """(hit, score) for entities whose evidence reaches ``entity_threshold``, in tier order
         (SPEC §2 step 6), best evidence first within a tier, then newest; at most
         ``entity_limit`` (default: ``limit``)."""
+        search = self.entity_search(params, words, vector)
+        if search is None:
+            return []
+        return self.score_entities(params, self.engine.msearch([search])[0])
+
+    def entity_search(
+        self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
+    ) -> Search | None:
+        """The entity search of a query (both databases' indices, a missing one skipped), or
+        None when there is nothing to search."""
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         if limit == 0 or not words:
-            return []
+            return None
         body = entity_body(params, words, self.engine, vector)
         if body is None:
-            return []
+            return None
         prefix = self.engine.settings.index_prefix
         indices = ",".join(index_alias(prefix, db, "entities") for db in DATABASES)
+        routing = ",".join(ev.routing(db, params) for db in DATABASES)
+        return (indices, body, routing, True)
+
+    def score_entities(
+        self, params: QueryParams, resp: dict[str, Any]
+    ) -> list[tuple[dict[str, Any], float]]:
+        """``search_entities``' answer from the response to ``entity_search``."""
+        if "error" in resp:
+            raise_engine_error(resp)
         offset = entity_offset(params, with_vector=True)
         scored = []
-        routing = ",".join(ev.routing(db, params) for db in DATABASES)
-        hits = self.engine.search(indices, body, ignore_unavailable=True, routing=routing)
-        for hit in hits["hits"]["hits"]:
+        for hit in resp["hits"]["hits"]:
             score = ev.calibrated(float(hit["_score"]), offset)
             if score >= min(params.entity_threshold, params.bridge_threshold) and score > 0:
                 scored.append((hit, score))
@@ -506,12 +555,23 @@ class Searcher:
         clock.lap("embed")
         self.learn_names()  # may search the engine: not inside the offloaded CPU stage
         base, tokens, expanded, words = offload(self.words, utterance, params, clock, turns, vector)
-        scored_entities = self.search_entities(params, words, vector)
+        # Entities and events in one round trip, which the engine serves in parallel. The
+        # entities can lend the events bridge words (``bridge_words``); only then, a few
+        # queries in a hundred, is the event search sent again with them.
+        searches, dbs = self.event_searches(params, words, vector, now, parts)
+        entity_search = self.entity_search(params, words, vector)
+        extra = [entity_search] if entity_search is not None else []
+        responses = self.engine.msearch([*searches, *extra])
+        clock.lap("search_events")
+        scored_entities = self.score_entities(params, responses[-1]) if extra else []
         bridges = self.bridge_words(params, words, scored_entities)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")
-        event_hits, missing = self.search_events(params, [*words, *bridges], vector, now, parts)
+        if bridges:
+            searches, dbs = self.event_searches(params, [*words, *bridges], vector, now, parts)
+            responses = self.engine.msearch(searches)
+        event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)])
         clock.lap("search_events")
         events = [
             self._event_hit(i, db, hit, score, signals, now)
