@@ -190,16 +190,3 @@ def test_rrf_rewards_agreement() -> None:
     merged = rrf_merge([bm25, vec], k=60)
     assert merged[0][1]["_id"] == "b"
     assert merged[0][2] <= 1.0
-
-
-@pytest.mark.parametrize("k", [10, 50, 200])
-def test_opensearch_ann_walks_a_beam_of_at_least_ef_search(k: int) -> None:
-    """2.x's lucene engine walks a beam of k unless told (recall@10 0.70 at 1M for k=10);
-    the clause says the beam, so 2.19 and 3.x search alike."""
-    from kemem_es.engine.client import ANN_EF_SEARCH
-
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
-    clause = engine.ann_query("vector", [0.1] * 4, k, [{"term": {"db": "user"}}])["knn"]["vector"]
-    assert clause["k"] == k
-    assert clause["method_parameters"]["ef_search"] == max(k, ANN_EF_SEARCH)
-    assert clause["filter"] == {"bool": {"filter": [{"term": {"db": "user"}}]}}

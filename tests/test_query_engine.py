@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 import pytest
@@ -408,3 +409,44 @@ def test_hot_pot_ranks_the_hot_pot_night_first_and_small_talk_recalls_nothing(de
     assert top[0].index == "ev-u_mumu-qiyu-0008"
     for text in ("你好", "嗯嗯，好的", "哈哈哈哈"):
         assert demo.query(text, user_id="u_mumu", agent_id="qiyu").memory_events == []
+
+
+def test_one_round_trip_unless_an_entity_bridges_and_then_the_same_answer(demo) -> None:
+    """Entities and events go to the engine in one _msearch; an entity that bridges (豆包 for
+    "我那只狗") sends the event search again with its name, so the answer is what searching
+    the entities first gives."""
+    from kemem_es.search.searcher import Stopwatch
+
+    now = datetime(2026, 11, 26, 12, 0)
+    sent: list[list[tuple[str, str]]] = []
+    msearch = demo.engine.msearch
+
+    def spy(searches):
+        sent.append([(s[0], json.dumps(s[1], ensure_ascii=False)) for s in searches])
+        return msearch(searches)
+
+    demo.engine.msearch = spy
+    try:
+        quiet = demo.query("胃疼", user_id="u_mumu", agent_id="lishen", now=now)
+        assert quiet.additional_info.entity_words == [] and len(sent) == 1
+        indices = [i for i, _ in sent[0]]
+        assert any("entities" in i for i in indices) and any(i.endswith("-events") for i in indices)
+        sent.clear()
+        text, scope = "我那只狗最近好像胖了", {"user_id": "u_xiaoman", "agent_id": "lishen"}
+        got = demo.query(text, **scope, now=now)
+    finally:
+        del demo.engine.msearch  # the instance attribute: the class's method again
+    assert "豆包" in got.additional_info.entity_words
+    assert len(sent) == 2  # the shared round trip, then the events with the bridge word
+    assert not any("豆包" in body for i, body in sent[0] if i.endswith("-events"))
+    assert all(i.endswith("-events") and "豆包" in body for i, body in sent[1])
+
+    # the order it replaces: entities first, their bridges, then the events
+    s, params = demo.searcher, QueryParams(**scope, now=now)
+    vector, _, parts = s.query_vector(text, [], params)
+    words = s.words(text, params, Stopwatch(), [], vector)[3]
+    bridges = s.bridge_words(params, words, s.search_entities(params, words, vector))
+    want, _ = s.search_events(params, [*words, *bridges], vector, now, parts)
+    assert want and [(e.index, e.score) for e in got.memory_events] == [
+        (str(hit["_source"].get("id", hit["_id"])), round(score, 4)) for _, hit, score, _ in want
+    ]
