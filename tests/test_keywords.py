@@ -94,3 +94,26 @@ def test_read_jsonl_texts(tmp_path) -> None:
     bad.write_text("{not json\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad.jsonl:1: not valid JSON"):
         list(read_jsonl_texts(bad))
+
+
+def test_english_idf_from_probabilities(tmp_path) -> None:
+    """Words sharing a stem pool their probability; rarer stems weigh more; stems past the
+    cut-off are left to the unseen-latin default; non-latin entries are ignored."""
+    import math
+
+    from kemem_es.text.english_idf import OFFSET, build, from_probabilities
+
+    probs = {"walk": -9.0, "walked": -9.5, "walking": -9.2, "sourdough": -14.7, "zzz": -25.0}
+    probs |= {"火锅": -5.0, "e-mail": -8.0}
+    table = from_probabilities(probs)
+    pooled = -math.log(math.exp(-9.0) + math.exp(-9.5) + math.exp(-9.2)) - OFFSET
+    assert table["walk"] == pytest.approx(pooled, abs=1e-3)
+    assert table["sourdough"] == pytest.approx(14.7 - OFFSET, abs=1e-3)
+    assert set(table) == {"walk", "sourdough"}
+    src = tmp_path / "p.json"
+    src.write_text(json.dumps(probs), encoding="utf-8")
+    out = tmp_path / "idf_en.txt.gz"
+    assert build(src, out) == 2
+    with gzip.open(out, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert lines[0].startswith("# kemem-es english idf") and len(lines) == 3

@@ -157,6 +157,27 @@ def lexicon_idf(
     Console(stderr=True).print(f"wrote {output} ({len(table)} words from {table.docs} texts)")
 
 
+@lexicon_app.command("idf-en")
+def lexicon_idf_en(
+    source: Annotated[
+        Path | None,
+        typer.Option(help="word → log-probability JSON(.gz); default: spacy-lookups-data's"),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="default: the shipped table")
+    ] = None,
+) -> None:
+    """Rebuild the English IDF table (English words on jieba's IDF scale; needs [build])."""
+    from kemem_es.text.english_idf import ENGLISH_IDF_PATH, build, spacy_lookups_source
+
+    try:
+        path = source or spacy_lookups_source()
+        n = build(path, output or ENGLISH_IDF_PATH)
+    except (OSError, ValueError) as e:
+        raise _fail(str(e)) from None
+    Console(stderr=True).print(f"wrote {output or ENGLISH_IDF_PATH} ({n} English stems)")
+
+
 @lexicon_app.command("show")
 def lexicon_show(
     words: Annotated[list[str], typer.Argument(help="words to look up")],

@@ -20,6 +20,7 @@ JIEBA_IDF_PATH = Path(jieba.__file__).resolve().parent / "analyse" / "idf.txt"
 
 # A base word must carry meaning: a Han character or a latin letter (no bare numbers or symbols).
 _CONTENT = re.compile(r"[\u3400-\u9fffA-Za-z]")
+_LATIN_WORD = re.compile(r"[a-z]+")
 
 
 class BaseWord(BaseModel):
@@ -40,13 +41,26 @@ class IdfTable:
     memories so that words common in *this* memory store weigh less.
     """
 
-    def __init__(self, idf: dict[str, float], default: float, docs: int | None = None) -> None:
+    def __init__(
+        self,
+        idf: dict[str, float],
+        default: float,
+        docs: int | None = None,
+        latin_default: float | None = None,
+    ) -> None:
         self.idf = idf
         self.default = default
         self.docs = docs
+        # An unseen English word is a rare one (a name, a coinage), not a cutting artefact.
+        self.latin_default = latin_default
 
     def get(self, word: str) -> float:
-        return self.idf.get(word, self.default)
+        value = self.idf.get(word)
+        if value is not None:
+            return value
+        if self.latin_default is not None and _LATIN_WORD.fullmatch(word):
+            return self.latin_default
+        return self.default
 
     def __len__(self) -> int:
         return len(self.idf)
@@ -106,8 +120,15 @@ class IdfTable:
 
 @lru_cache(maxsize=1)
 def default_idf() -> IdfTable:
-    """jieba's general-Chinese IDF table, read once per process (~0.15 s)."""
-    return IdfTable.load()
+    """jieba's general-Chinese IDF table plus the shipped English one (text/english_idf.py;
+    jieba has no latin words), read once per process (~0.2 s)."""
+    from kemem_es.text.english_idf import LATIN_DEFAULT, english_idf
+
+    zh = IdfTable.load()
+    english = english_idf()
+    if not english:
+        return zh
+    return IdfTable({**english, **zh.idf}, zh.default, zh.docs, LATIN_DEFAULT)
 
 
 def read_jsonl_texts(path: str | Path, field: str = "text") -> Iterator[str]:
