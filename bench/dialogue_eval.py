@@ -2,6 +2,7 @@
 
     python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
         [--split all|a|b] [--styles recall situational long] [--reuse] [--keep] [--out FILE.json]
+        [--corpus zh|en] [--keywords written|tfidf|none]
 
 Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
 bench/dialogue/extra_events.jsonl and extra_events_long.jsonl (the long set's near-miss
@@ -13,6 +14,10 @@ query: the last user turn is the query text, the earlier turns are ``context`` (
 score_threshold 0, every other option at its default (expansion on). Metrics: R@1/5/10, nDCG@10
 (graded: the memory the dialogue was written for 2, related ones 1), MRR. ``--split a|b``: the
 odd / even queries of each pair (tune on one half, check on the other).
+
+``--corpus en``: the English dev set (bench/dialogue_en/) instead: its 180 memories only, the
+dialogue set (style ``english``) and the question set (``english_question``), each memory's
+keywords as written, from the package's TF-IDF picker (``--keywords tfidf``) or none.
 """
 
 from __future__ import annotations
@@ -31,15 +36,24 @@ from bench.common import cli_main, drop_indices, make_kemem, percentiles, stamp
 from bench.evalset import METRICS, mean_metrics, metrics
 
 HERE = Path(__file__).resolve().parent / "dialogue"
+# --corpus: the Chinese sets over the demo corpus, or the English set (bench/dialogue_en/).
+CORPORA = {"zh": HERE, "en": Path(__file__).resolve().parent / "dialogue_en"}
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
 
-STYLES = ("recall", "situational", "long")
-SETS = {"short": ("recall", "situational"), "long": ("long",)}
+STYLES = ("recall", "situational", "long", "english", "english_question")
+SETS = {
+    "short": ("recall", "situational"),
+    "long": ("long",),
+    "english": ("english",),
+    "english_question": ("english_question",),
+}
 
 
-def load_queries(split: str = "all", styles: Sequence[str] = STYLES) -> list[dict[str, Any]]:
-    with open(HERE / "queries.jsonl", encoding="utf-8") as f:
+def load_queries(
+    split: str = "all", styles: Sequence[str] = STYLES, corpus: str = "zh"
+) -> list[dict[str, Any]]:
+    with open(CORPORA[corpus] / "queries.jsonl", encoding="utf-8") as f:
         qs = [q for q in map(json.loads, f) if q["style"] in styles]
     if split == "all":
         return qs
@@ -47,9 +61,9 @@ def load_queries(split: str = "all", styles: Sequence[str] = STYLES) -> list[dic
     return [q for q in qs if int(q["qid"].rsplit("-", 1)[1]) % 2 == want]
 
 
-def qrels() -> dict[str, dict[str, int]]:
+def qrels(corpus: str = "zh") -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for line in (HERE / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+    for line in (CORPORA[corpus] / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
         qid, doc, rel = line.split("\t")
         out.setdefault(qid, {})[doc] = int(rel)
     return out
@@ -78,10 +92,33 @@ def ask(km: Any, q: dict[str, Any], **options: Any) -> Any:
     )
 
 
-def index_corpus(km: Any) -> dict[str, Any]:
+def english_records(km: Any, keywords: str) -> list[Any]:
+    """The English set's memories; ``keywords``: as written (an upstream extractor's), the
+    package's own TF-IDF picker (top 5, the user's and agent's names excluded), or none."""
+    from kemem_es import EventRecord
+    from kemem_es.text.keywords import pick_base_words
+
+    out = []
+    with open(CORPORA["en"] / "events.jsonl", encoding="utf-8") as f:
+        for row in map(json.loads, f):
+            if keywords == "tfidf":
+                names = [row["user_name"], row["agent_name"]]
+                picked = pick_base_words(row["description"], 5, names, km.tokenizer)
+                row["keywords"] = [b.word for b in picked]
+            elif keywords == "none":
+                row["keywords"] = []
+            out.append(EventRecord(**row))
+    return out
+
+
+def index_corpus(km: Any, corpus: str = "zh", keywords: str = "written") -> dict[str, Any]:
     from kemem_es.kemem import DEMO_FILES
 
     t0 = time.perf_counter()
+    if corpus == "en":
+        rep = km.index_records(english_records(km, keywords), kind="events", db="user")
+        n = rep.indexed + rep.updated + rep.unchanged
+        return {"docs": n, "seconds": round(time.perf_counter() - t0, 1), "keywords": keywords}
     reports = km.index_demo(DEMO_FILES)
     n = sum(r.indexed + r.updated + r.unchanged for r in reports.values())
     for name in ("extra_events.jsonl", "extra_events_long.jsonl"):
@@ -127,20 +164,22 @@ def run_mode(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     km = make_kemem(args.prefix)
-    queries = load_queries(args.split, args.styles)
-    gold = qrels()
+    styles = args.styles or (list(STYLES[3:]) if args.corpus == "en" else list(STYLES[:3]))
+    queries = load_queries(args.split, styles, args.corpus)
+    gold = qrels(args.corpus)
     extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
-        "eval_set": "dialogue",
+        "eval_set": "dialogue" if args.corpus == "zh" else "dialogue_en",
+        "corpus": args.corpus,
         "queries": len(queries),
         "split": args.split,
-        "styles": list(args.styles),
+        "styles": list(styles),
         "overrides": extra,
         "settings": "limit=10, score_threshold=0, context=earlier turns, now=2025-10-01T12:00",
     }
     if not args.reuse:
         drop_indices(km)
-        result["index"] = index_corpus(km)
+        result["index"] = index_corpus(km, args.corpus, args.keywords)
     try:
         result["modes"] = {}
         for mode in args.modes or MODES:
@@ -164,8 +203,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def halves(result: dict[str, Any]) -> dict[str, dict[str, float]]:
     """R@5 per mode on each set's halves (``--split`` a = odd, b = even query numbers), read off
     the stored top 10s, so that a setting tuned on a is checked on b in the same run."""
-    gold = qrels()
-    style = {q["qid"]: q["style"] for q in load_queries()}
+    corpus = result.get("corpus", "zh")
+    gold = qrels(corpus)
+    style = {q["qid"]: q["style"] for q in load_queries(corpus=corpus)}
     out: dict[str, dict[str, float]] = {}
     for mode, r in result["modes"].items():
         cells: dict[str, list[float]] = {}
@@ -227,7 +267,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", nargs="*", default=None, choices=list(MODES))
     p.add_argument("--set", default="", help="JSON of extra query options (QueryParams)")
     p.add_argument("--split", choices=["all", "a", "b"], default="all")
-    p.add_argument("--styles", nargs="+", choices=list(STYLES), default=list(STYLES))
+    p.add_argument("--styles", nargs="+", choices=list(STYLES), default=None)
+    p.add_argument("--corpus", choices=list(CORPORA), default="zh", help="en: bench/dialogue_en/")
+    p.add_argument(
+        "--keywords",
+        choices=["written", "tfidf", "none"],
+        default="written",
+        help="en: the memories' keywords as written, from the package's TF-IDF picker, or none",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")
     p.add_argument("--reuse", action="store_true", help="indices already there: query only")

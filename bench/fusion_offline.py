@@ -99,8 +99,8 @@ def dump(args: argparse.Namespace) -> list[Doc]:
     if args.set_name == "dialogue":
         from bench.dialogue_eval import load_queries, qrels, query_text
 
-        km, gold = make_kemem(args.prefix or "bench-q-dialogue"), qrels()
-        for q in load_queries():
+        km, gold = make_kemem(args.prefix or "bench-q-dialogue"), qrels(args.corpus)
+        for q in load_queries(corpus=args.corpus):
             text, context = query_text(q)
             now = datetime.fromisoformat(q["now"])
             p = QueryParams(
@@ -260,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--data", type=Path, default=Path("../shared/data/dev/memdaily"))
     d.add_argument("--pooled", action="store_true")
+    d.add_argument("--corpus", choices=["zh", "en"], default="zh", help="dialogue: which set")
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)
     d.add_argument("--drop-vectors", action="store_true", help="memdaily: keep no memory vectors")

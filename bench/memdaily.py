@@ -52,7 +52,9 @@ MODES: dict[str, tuple[str, bool]] = {
 def embeddings(km: Any, texts: Sequence[str], variant: str) -> np.ndarray:
     """Embed once per (model, variant, texts); cached as .npy under bench/work/."""
     digest = hashlib.sha1("\n".join(texts).encode()).hexdigest()[:12]
-    path = WORK / f"emb-{variant}-{len(texts)}-{digest}.npy"
+    # lowercased input (an uncased vocabulary) gives other vectors for text with capitals
+    lc = "-lc" if getattr(km.embedder, "lowercases", False) else ""
+    path = WORK / f"emb-{variant}{lc}-{len(texts)}-{digest}.npy"
     if path.exists():
         return np.load(path)
     t0 = time.perf_counter()

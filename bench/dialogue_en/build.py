@@ -1,0 +1,139 @@
+"""Build the English dialogue dev set's JSONL files from the hand-written sources here.
+
+    python -m bench.dialogue_en.build
+
+Sources (written for kemem-es, see README.md): ``events_<user>.txt`` (one memory per line,
+``agent user|date|keywords|summary``; its 1-based line number among the memory lines is its
+id, ``en-<user>-<agent>-NN``) and ``dialogues_<user>.txt`` (``== agent user UserName
+AgentName`` once, then per query ``@ gold numbers`` and the turns ``A``/``U``, the last one
+the user's; the first gold number is the memory the dialogue was written for). Output,
+committed and deterministic: ``events.jsonl`` (EventRecord lines), ``queries.jsonl`` and
+``qrels.tsv``, in the layout of bench/dialogue/ so that ``bench.dialogue_eval --corpus en``
+runs it the same way. ``questions_<user>.txt`` (same block format, one ``U`` line each) add
+one-turn factual questions about the memories ("Who drove Emma to urgent care?"), the form of
+a long-conversation memory benchmark, as a second English set.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NOW = "2025-10-01T12:00:00"
+
+
+def memory_id(user: str, agent: str, n: int) -> str:
+    return f"en-{user}-{agent}-{n:02d}"
+
+
+def read_names() -> dict[str, str]:
+    """id → display name, from the ``==`` line of each dialogue file."""
+    names: dict[str, str] = {}
+    for path in sorted(HERE.glob("dialogues_*.txt")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("=="):
+                agent, user, user_name, agent_name = line.split()[1:5]
+                names[user], names[agent] = user_name, agent_name
+    return names
+
+
+def events(names: dict[str, str]) -> list[dict]:
+    out: list[dict] = []
+    for path in sorted(HERE.glob("events_*.txt")):
+        n = 0
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            pair, date, keywords, summary = line.split("|")
+            agent, user = pair.split()
+            n += 1
+            t = f"{date} 20:00:00"
+            out.append(
+                {
+                    "id": memory_id(user, agent, n),
+                    "agent_id": agent,
+                    "user_id": user,
+                    "user_name": names[user],
+                    "agent_name": names[agent],
+                    "description": summary.strip(),
+                    "keywords": [k.strip() for k in keywords.split("/") if k.strip()],
+                    "created_at": t,
+                    "updatetime": t,
+                    "strength": 20.0,
+                }
+            )
+            assert summary.strip(), (path, lineno)
+    return out
+
+
+def dialogues(
+    names: dict[str, str], known: set[str], pattern: str = "dialogues_*.txt"
+) -> list[dict]:
+    """Blocks of ``pattern`` files: style ``english`` (dialogues, qid ``e-…``) or
+    ``english_question`` (one-turn questions, qid ``q-…``)."""
+    question = pattern.startswith("questions")
+    style, tag = ("english_question", "q") if question else ("english", "e")
+    out: list[dict] = []
+    for path in sorted(HERE.glob(pattern)):
+        agent = user = ""
+        blocks: list[dict] = []
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("=="):
+                agent, user = line.split()[1:3]
+            elif line.startswith("@"):
+                blocks.append({"gold": line[1:].split(), "turns": []})
+            else:
+                role, text = line.split(" ", 1)
+                assert role in ("A", "U"), (path, line)
+                blocks[-1]["turns"].append(
+                    {
+                        "role": "user" if role == "U" else "agent",
+                        "speaker": names[user] if role == "U" else names[agent],
+                        "text": text.strip(),
+                    }
+                )
+        for n, b in enumerate(blocks, start=1):
+            assert b["turns"] and b["turns"][-1]["role"] == "user", (path, n)
+            gold = [memory_id(user, agent, int(t)) for t in b["gold"]]
+            missing = [g for g in gold if g not in known]
+            assert not missing, (path, n, missing)
+            out.append(
+                {
+                    "qid": f"{tag}-{user}-{agent}-{n:03d}",
+                    "style": style,
+                    "agent_id": agent,
+                    "user_id": user,
+                    "turns": b["turns"],
+                    "now": NOW,
+                    "gold": gold,
+                }
+            )
+    return out
+
+
+def main() -> None:
+    names = read_names()
+    evs = events(names)
+    known = {e["id"] for e in evs}
+    qs = dialogues(names, known) + dialogues(names, known, "questions_*.txt")
+    with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
+        for e in evs:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    with open(HERE / "queries.jsonl", "w", encoding="utf-8") as f:
+        for q in qs:
+            f.write(json.dumps(q, ensure_ascii=False) + "\n")
+    with open(HERE / "qrels.tsv", "w", encoding="utf-8") as f:
+        f.write("qid\tdoc_id\trelevance\n")
+        for q in qs:
+            for i, d in enumerate(q["gold"]):
+                f.write(f"{q['qid']}\t{d}\t{2 if i == 0 else 1}\n")
+    n_q = sum(q["style"] == "english_question" for q in qs)
+    print(f"{len(evs)} events, {len(qs) - n_q} dialogue queries, {n_q} questions")
+
+
+if __name__ == "__main__":
+    main()
