@@ -142,3 +142,37 @@ def test_settings_model_dir_wins_and_is_cached() -> None:
     first = load_embedder(settings)
     assert first is load_embedder(Settings(model_dir=MODEL_DIR, embed_threads=1))
     assert first.variant == "int8" and first.dim == 512
+
+
+def _wordpiece(vocab: list[str]) -> object:
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    tok = Tokenizer(models.WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+def test_an_uncased_vocabulary_gets_lowercased_input() -> None:
+    """m3e's vocabulary has no capitals but its tokenizer keeps them: without lowercasing,
+    every capitalised word (a name, KTV) is [UNK]."""
+    from kemem_es.embed.onnx import _lowercase_if_uncased
+
+    vocab = ["[UNK]", "[CLS]", "<S>", "emma", "told", "nova", "ktv", "##s"]
+    tok = _wordpiece(vocab)
+    assert tok.encode("Emma told Nova").tokens == ["[UNK]", "told", "[UNK]"]
+    assert _lowercase_if_uncased(tok) is True  # [UNK] and <S> are markers, not cased words
+    assert tok.encode("Emma told Nova KTVs").tokens == ["emma", "told", "nova", "ktv", "##s"]
+    cased = _wordpiece([*vocab, "Emma"])
+    assert _lowercase_if_uncased(cased) is False
+    assert cased.encode("Emma").tokens == ["Emma"]
+
+
+@needs_model
+def test_the_model_reads_capitalised_words(int8: Embedder) -> None:
+    assert int8.lowercases
+    assert "[UNK]" not in int8._tokenizer.encode("Emma asked Nova about the KTV").tokens
+    # an English word takes one to four tokens; a Han character one
+    assert int8.count_tokens(["sourdough starter", "木木吃火锅", ""]) == [6, 5, 0]
+    a, b = int8.embed(["Emma adopted a cat", "emma adopted a cat"])
+    assert float(a @ b) > 0.999

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import COVERAGE_FIELDS, EXPANSION_SHARE, SearchWord, coverage_clauses
 from kemem_es.search.params import QueryParams
-from kemem_es.text import default_stopwords, default_tokenizer, pick_base_words
+from kemem_es.text import IdfTable, default_stopwords, default_tokenizer, pick_base_words
 from kemem_es.text.dialogue import (
     context_turns,
     dialogue_window,
@@ -67,6 +67,14 @@ def test_dialogue_window_keeps_the_newest_turns() -> None:
     text, cut = dialogue_window("现在的话", turns, 100)
     assert text.startswith("很久以前") and not cut
     assert keep_end("前面的噪声，实际上我想问：猫呢", 4) == "问：猫呢"
+    # measured in words (as the model's tokens would be) rather than characters
+    en = context_turns("Nova: how was the climbing gym\nEmma: fine", 4)
+    words = lambda t: len(t.split())  # noqa: E731
+    assert dialogue_window("and pickles", en, 12, words) == (
+        "how was the climbing gym\nfine\nand pickles",
+        False,
+    )
+    assert dialogue_window("and pickles", en, 12)[1]  # in characters it would not fit
 
 
 # -- small-talk pre-filter -----------------------------------------------------------------------
@@ -212,8 +220,34 @@ def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
 def test_english_chat_turns_keep_their_topic_words() -> None:
     text = "user: When did Caroline go to the LGBTQ support group? assistant: I think she went"
     words = [b.word for b in pick_base_words(text)]
-    assert words[:4] == ["carolin", "lgbtq", "support", "group"]
+    assert set(words[:2]) == {"carolin", "lgbtq"}  # rare words (a name) first
+    assert set(words[2:4]) == {"support", "group"}
     assert not {"user", "assistant", "go", "went", "think"} & set(words)
+
+
+def test_english_words_are_weighed_by_how_rare_they_are() -> None:
+    """jieba's IDF has no latin words; the shipped English table (text/english_idf.py) ranks
+    an English text's words by rarity, not by their place in the text."""
+    from kemem_es.text.english_idf import LATIN_DEFAULT, english_idf
+    from kemem_es.text.keywords import default_idf
+
+    text = (
+        "She finally got three loaves to rise after failed attempts: the sourdough starter "
+        "had been too cold on the windowsill."
+    )
+    words = [b.word for b in pick_base_words(text, 4)]
+    assert "sourdough" in words and "windowsil" in words
+    assert not {"final", "three", "got"} & set(words)
+    idf, table = default_idf(), english_idf()
+    assert len(table) > 20_000
+    assert idf.get("dog") < idf.get("sourdough") < idf.get("zzkemem")  # unseen: rarest
+    assert idf.get("zzkemem") == LATIN_DEFAULT
+    # on jieba's scale: an everyday English word weighs about what its Chinese counterpart does
+    assert abs(idf.get("dog") - idf.get("狗")) < 1.5
+    assert abs(idf.get("birthday") - idf.get("生日")) < 1.5
+    # Chinese words keep jieba's values; an unseen Chinese word its median
+    assert idf.get("火锅") == IdfTable.load().get("火锅")
+    assert idf.get("没见过的词语") == IdfTable.load().default
 
 
 # -- sentence vectors --------------------------------------------------------------------------
@@ -230,6 +264,33 @@ def test_only_utterances_of_several_real_sentences_are_split() -> None:
     long = "。".join(f"第{i}句话说点什么" for i in range(6))
     assert sentences(long, 4) == [f"第{i}句话说点什么" for i in range(2, 6)]  # the newest
     assert sentences(long, 0) == []
+    # English: a full stop before a space ends a sentence, a decimal point does not
+    en = "Pickles is sneezing again. He weighed 4.5 kg last time. What did the vet say"
+    assert sentences(en, 4) == [
+        "Pickles is sneezing again",
+        "He weighed 4.5 kg last time",
+        "What did the vet say",
+    ]
+
+
+# -- the script profile ----------------------------------------------------------------------
+def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -> None:
+    from kemem_es.search.params import Weights, mostly_latin, script_params
+
+    assert mostly_latin("pickles won't stop sneezing again")
+    assert not mostly_latin("我用iPhone拍的")  # a brand inside Chinese stays Chinese
+    assert not mostly_latin("今天去 Costco 买了 iPhone 和 MacBook")
+    assert not mostly_latin("胃疼")
+    p = QueryParams(agent_id="a", user_id="u")
+    latin, profile = script_params(p, ["yeah, same as last time", "Nova: how is Pickles?"])
+    assert profile == "latin" and latin.weights == p.latin_weights
+    # English words count more than an m3e cosine on English text; the default stays Chinese's
+    assert latin.weights.kw > 0.8 > p.weights.kw
+    assert script_params(p, ["我那只狗最近好像胖了", "小满：豆包怎么了"]) == (p, "default")
+    chosen = QueryParams(agent_id="a", user_id="u", weights=Weights())
+    assert script_params(chosen, ["pickles is sneezing"]) == (chosen, "default")
+    with pytest.raises(ValidationError):
+        QueryParams(agent_id="a", user_id="u", latin_weights={"kw": 0.9, "vec": 0.2})
 
 
 class _Vec:

@@ -450,3 +450,58 @@ def test_one_round_trip_unless_an_entity_bridges_and_then_the_same_answer(demo) 
     assert want and [(e.index, e.score) for e in got.memory_events] == [
         (str(hit["_source"].get("id", hit["_id"])), round(score, 4)) for _, hit, score, _ in want
     ]
+
+
+EN = [
+    ev(
+        "en-vet",
+        "Emma took Pickles to the vet for a sneezing cold; the vet prescribed eye drops.",
+        "2025-03-02 20:00:00",
+        user="u_en",
+        keywords=["pickles", "vet", "cold"],
+    ),
+    ev(
+        "en-climb",
+        "Emma sprained her ankle at the climbing gym and Marcus drove her to urgent care.",
+        "2025-04-11 20:00:00",
+        user="u_en",
+        keywords=["climbing", "ankle", "marcus"],
+    ),
+    ev(
+        "en-bake",
+        "Emma's sourdough loaf finally rose after three failed attempts on a cold windowsill.",
+        "2025-05-20 20:00:00",
+        user="u_en",
+        keywords=["sourdough", "baking"],
+    ),
+]
+
+
+def test_an_english_dialogue_runs_on_its_words(kemem) -> None:
+    """A query in latin script uses ``latin_weights`` (m3e's English cosines separate little):
+    the memory holding the dialogue's words comes first and clears 0.5, a memory sharing
+    no word with it cannot; a Chinese query in the same store keeps the default weights."""
+    kemem.init()
+    kemem.index_records(EN, "events", "user")
+    scope = {"user_id": "u_en", "agent_id": A, "now": NOW, "score_threshold": 0.0}
+    got = kemem.query(
+        "he keeps sneezing again, do you think it's the same cold?",
+        context="Nova: how's Pickles doing?",
+        **scope,
+    )
+    assert got.additional_info.profile == "latin"
+    assert got.memory_events[0].index == "en-vet" and got.memory_events[0].score >= 0.5
+    by_id = {e.index: e.score for e in got.memory_events}
+    assert by_id["en-climb"] < 0.5
+    assert kemem.query("胃疼", **scope).additional_info.profile == "default"
+    chosen = kemem.query(
+        "sneezing again", weights={"kw": 0.48, "vec": 0.47, "time": 0.03, "strength": 0.02}, **scope
+    )
+    assert chosen.additional_info.profile == "default"
+    # at the default threshold: a short English question recalls its memory, an unrelated one
+    # and small talk recall nothing
+    recall = {"user_id": "u_en", "agent_id": A, "now": NOW}
+    asked = kemem.query("what did the vet give Pickles for his sneezing?", **recall)
+    assert [e.index for e in asked.memory_events][:1] == ["en-vet"]
+    assert kemem.query("should I take an umbrella tomorrow?", **recall).memory_events == []
+    assert kemem.query("haha yeah", **recall).memory_events == []

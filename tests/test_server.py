@@ -138,7 +138,8 @@ ENTITY_TYPES = {
 }  # fmt: skip
 INFO_TYPES = {
     "检索耗时": dict, "query": str, "分词": list, "给联想的基词": list, "扩展后联想词": list,
-    "mode": str, "context_words": list, "entity_words": list, "context_trimmed": bool,
+    "mode": str, "profile": str, "context_words": list, "entity_words": list,
+    "context_trimmed": bool,
 }  # fmt: skip
 
 

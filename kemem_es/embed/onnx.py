@@ -96,6 +96,8 @@ class Embedder:
         self.max_length = max_length
         self._label = label or model_dir.name
         self._tokenizer = _load_tokenizer(tok_path, max_length)
+        # True when the vocabulary is uncased and the input is lowercased for it (below).
+        self.lowercases = _lowercase_if_uncased(self._tokenizer)
         self._session = _load_session(onnx_path, threads)
         self._input_names = {i.name for i in self._session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self._input_names:
@@ -133,6 +135,13 @@ class Embedder:
             idx = order[start : start + self.batch_size]
             out[idx] = self._run([texts[i] for i in idx])
         return out
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Model tokens per text, without [CLS]/[SEP] (capped at ``max_length``): how much of
+        the model's input a text takes, which characters tell only for Chinese (an English
+        word is one to four tokens)."""
+        encs = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        return [sum(e.attention_mask) for e in encs]
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text → a (dim,) float32 unit vector (the query path)."""
@@ -212,6 +221,24 @@ def _load_tokenizer(path: Path, max_length: int) -> Any:
     pad_id = tok.token_to_id(pad_token)
     tok.enable_padding(pad_id=pad_id if pad_id is not None else 0, pad_token=pad_token)
     return tok
+
+
+def _lowercase_if_uncased(tok: Any) -> bool:
+    """Lowercase the input when the vocabulary has no capital letters but the tokenizer keeps
+    them (m3e ships bert-base-chinese's lowercase vocabulary with ``lowercase: false``): every
+    capitalised word — names, sentence starts, KTV — would otherwise become [UNK], and an
+    English memory would lose exactly its most telling words. Returns whether it did."""
+    from tokenizers import normalizers
+
+    # Markers such as [UNK] or <S> are not words: look at word pieces made of letters only.
+    pieces = (t.removeprefix("##") for t in tok.get_vocab())
+    cased = any(p.isalpha() and any("A" <= ch <= "Z" for ch in p) for p in pieces)
+    if cased:
+        return False
+    current = tok.normalizer
+    lower = normalizers.Lowercase()
+    tok.normalizer = lower if current is None else normalizers.Sequence([current, lower])
+    return True
 
 
 def _load_session(path: Path, threads: int) -> Any:

@@ -63,6 +63,11 @@ class AdditionalInfo(BaseModel):
     base_words: list[str] = Field(alias="给联想的基词")
     expanded_words: list[dict[str, int]] = Field(alias="扩展后联想词")
     mode: str = "fusion"
+    profile: str = Field(
+        "default",
+        description="the fusion weights used: 'default', or 'latin' for a query written mostly "
+        "in latin script (QueryParams.latin_weights)",
+    )
     skipped: str | None = Field(
         None, description="why no search ran: 'small_talk' (the pre-filter; see QueryParams)"
     )

@@ -27,7 +27,7 @@ from kemem_es.search.clauses import (
 from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
-from kemem_es.search.params import QueryParams
+from kemem_es.search.params import QueryParams, script_params
 from kemem_es.search.response import (
     AdditionalInfo,
     EntityHit,
@@ -65,8 +65,11 @@ ENTITY_TEXT_FIELDS = [
     "description_tok",
 ]
 # The model reads at most 256 tokens (about one per Han character): the dialogue window keeps
-# the newest turns within this many characters instead of letting the tokenizer cut the end.
+# the newest turns within EMBED_MAX_TOKENS of them (counted by the embedder's tokenizer, or as
+# characters for an embedder that cannot count) instead of letting the tokenizer cut the end.
+# An utterance longer than EMBED_MAX_CHARS keeps its end.
 EMBED_MAX_CHARS = 250
+EMBED_MAX_TOKENS = 250
 
 # an event answer: (database, engine hit, calibrated score, signals when explained)
 EventResult = tuple[Database, dict[str, Any], float, Signals | None]
@@ -293,10 +296,16 @@ class Searcher:
         if not turns or params.utterance_weight >= 1.0:
             vec = self.embedder.embed_one(utterance).astype(float)
             return _rounded(vec), len(text) > EMBED_MAX_CHARS, [_rounded(p) for p in parts]
-        window, cut = dialogue_window(text, list(turns), EMBED_MAX_CHARS)
+        window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self._length)
         u, d = self.embedder.embed([utterance, window]).astype(float)
         w = params.utterance_weight
         return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+
+    def _length(self, text: str) -> int:
+        """A text's share of the model's input: its tokens (English words take one to four
+        each, so 250 characters held a third of what the model reads), else its characters."""
+        count = getattr(self.embedder, "count_tokens", None)
+        return count([text])[0] if count is not None else len(text)
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -551,6 +560,7 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
+        params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         vector, trimmed, parts = offload(self.query_vector, utterance, turns, params)
         clock.lap("embed")
         self.learn_names()  # may search the engine: not inside the offloaded CPU stage
@@ -591,6 +601,7 @@ class Searcher:
             context_words=[w.word for w in words if w.context],
             entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
+            profile=profile,
         )
         if missing:
             info.degraded = True

@@ -8,7 +8,7 @@ search words; the newest turns matter most.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kemem_es.text.tokenizer import normalize
@@ -39,21 +39,25 @@ def context_turns(context: str, max_turns: int) -> list[Turn]:
     return [split_label(ln) for ln in reversed(lines[-max_turns:])]
 
 
-def dialogue_window(utterance: str, turns: list[Turn], max_chars: int) -> tuple[str, bool]:
+def dialogue_window(
+    utterance: str, turns: list[Turn], budget: int, length: Callable[[str], int] = len
+) -> tuple[str, bool]:
     """Earlier turns (oldest first) then the utterance, cut **from the start** to at most
-    ``max_chars`` characters at a turn boundary when possible: the newest turns are the ones
-    kept. Returns the text and whether anything was cut."""
+    ``budget`` (measured by ``length``: the model's tokens, or characters) at a turn boundary
+    when possible: the newest turns are the ones kept. Returns the text and whether anything
+    was cut."""
     parts = [utterance.strip()]
-    used = len(parts[0])
+    used = length(parts[0])
     cut = False
     for t in turns:  # newest first
-        if used + len(t.text) + 1 > max_chars:
+        size = length(t.text)
+        if used + size + 1 > budget:
             cut = True
             break
         parts.append(t.text)
-        used += len(t.text) + 1
-    if used > max_chars:  # the utterance alone is too long: keep its end
-        parts = [parts[0][-max_chars:]]
+        used += size + 1
+    if used > budget:  # the utterance alone is too long: keep its end
+        parts = [parts[0][-budget:]]
         cut = True
     return "\n".join(reversed(parts)), cut
 
@@ -63,8 +67,9 @@ def keep_end(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[-max_chars:]
 
 
-# Sentence ends (full- and half-width) and line breaks; commas do not end a sentence.
-_SENTENCE_END = re.compile(r"[。！？!?；;…\n]+")
+# Sentence ends (full- and half-width), an English full stop before a space, and line breaks;
+# commas do not end a sentence (nor does the point of 3.5).
+_SENTENCE_END = re.compile(r"[。！？!?；;…\n]+|\.+(?=\s|$)")
 SENTENCE_MIN_CHARS = 4  # "好累。" carries too little meaning to be a sentence of its own
 
 
@@ -93,6 +98,7 @@ _SMALL_TALK_WORDS = """
 了解 知道了 明白 明白了 谢谢 谢谢你 多谢 谢啦 thx thanks 不客气 没事 没关系
 对 对的 对啊 是的 是啊 是吗 真的吗 真的 确实 也是 就是 那是
 拜拜 再见 回头见 bye 88 886
+yeah yep yup sure cool nice haha hahaha hmm mhm uh um oh ah wow yes
 """
 SMALL_TALK = frozenset(_SMALL_TALK_WORDS.split())
 _FILLER = re.compile(r"[\s\W_]+")
