@@ -110,6 +110,19 @@ def dialogues() -> list[dict]:
     return out
 
 
+def write_queries(folder: Path, qs: list[dict]) -> None:
+    """``queries.jsonl`` and ``qrels.tsv``: the first gold id is the memory the dialogue was
+    written for (relevance 2), the others related ones (1). Shared with bench/dialogue_en."""
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        for q in qs:
+            f.write(json.dumps(q, ensure_ascii=False) + "\n")
+    with open(folder / "qrels.tsv", "w", encoding="utf-8") as f:
+        f.write("qid\tdoc_id\trelevance\n")
+        for q in qs:
+            for i, d in enumerate(q["gold"]):
+                f.write(f"{q['qid']}\t{d}\t{2 if i == 0 else 1}\n")
+
+
 def main() -> None:
     events = extra_events()
     long_events = extra_events("extra_events_long.txt", "el")
@@ -118,15 +131,7 @@ def main() -> None:
             for e in evs:
                 f.write(json.dumps(e, ensure_ascii=False) + "\n")
     qs = dialogues()
-    with open(HERE / "queries.jsonl", "w", encoding="utf-8") as f:
-        for q in qs:
-            f.write(json.dumps(q, ensure_ascii=False) + "\n")
-    with open(HERE / "qrels.tsv", "w", encoding="utf-8") as f:
-        f.write("qid\tdoc_id\trelevance\n")
-        for q in qs:
-            # the first gold id is the memory the dialogue was written for (2), others related (1)
-            for i, d in enumerate(q["gold"]):
-                f.write(f"{q['qid']}\t{d}\t{2 if i == 0 else 1}\n")
+    write_queries(HERE, qs)
     print(f"{len(events)} + {len(long_events)} extra events, {len(qs)} queries")
 
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.dialogue.build import write_queries
+
 HERE = Path(__file__).resolve().parent
 NOW = "2025-10-01T12:00:00"
 
@@ -123,14 +125,7 @@ def main() -> None:
     with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
         for e in evs:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    with open(HERE / "queries.jsonl", "w", encoding="utf-8") as f:
-        for q in qs:
-            f.write(json.dumps(q, ensure_ascii=False) + "\n")
-    with open(HERE / "qrels.tsv", "w", encoding="utf-8") as f:
-        f.write("qid\tdoc_id\trelevance\n")
-        for q in qs:
-            for i, d in enumerate(q["gold"]):
-                f.write(f"{q['qid']}\t{d}\t{2 if i == 0 else 1}\n")
+    write_queries(HERE, qs)
     n_q = sum(q["style"] == "english_question" for q in qs)
     print(f"{len(evs)} events, {len(qs) - n_q} dialogue queries, {n_q} questions")
 
