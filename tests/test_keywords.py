@@ -117,3 +117,20 @@ def test_english_idf_from_probabilities(tmp_path) -> None:
     with gzip.open(out, "rt", encoding="utf-8") as f:
         lines = f.read().splitlines()
     assert lines[0].startswith("# kemem-es english idf") and len(lines) == 3
+
+
+def test_cli_rebuilds_the_english_table(tmp_path) -> None:
+    """`kemem-es lexicon idf-en --source … -o …` writes the table from a probability file and
+    says what it wrote; a bad source is a clear error, not a traceback."""
+    from typer.testing import CliRunner
+
+    from kemem_es.cli.app import app
+
+    src = tmp_path / "p.json"
+    src.write_text(json.dumps({"sourdough": -14.7, "dog": -9.0}), encoding="utf-8")
+    out = tmp_path / "idf.txt.gz"
+    run = CliRunner().invoke(app, ["lexicon", "idf-en", "--source", str(src), "-o", str(out)])
+    assert run.exit_code == 0, run.output
+    assert "2 English stems" in run.output and out.is_file()
+    bad = CliRunner().invoke(app, ["lexicon", "idf-en", "--source", str(tmp_path / "none.json")])
+    assert bad.exit_code != 0 and "none.json" in bad.output
