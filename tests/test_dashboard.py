@@ -19,6 +19,7 @@ from dashboard_support import drop, make_kemem  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.config import Settings  # noqa: E402
+from kemem_es.search.params import QueryParams  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 from kemem_es.server.dashboard.summary import quantile  # noqa: E402
 
@@ -219,6 +220,14 @@ def test_explore_gives_signals_weights_and_the_chat_prompt(seeded: Kemem) -> Non
     bad = {**body, "weights": {"kw": 0.9, "vec": 0.9, "time": 0, "strength": 0}}
     r = call(app, "POST", "/dashboard/api/explore", json=bad, headers=bearer("key-a"))
     assert r.status_code == 422 and "weights" in r.json()["error"]["message"]
+    # An English query without chosen weights runs (and is shown) with the latin profile's.
+    english = {"query": "how is the dog doing these days?", **A, "modes": ["fusion"]}
+    r = call(app, "POST", "/dashboard/api/explore", json=english, headers=bearer("key-a"))
+    (run,) = r.json()["runs"]
+    assert run["profile"] == "latin"
+    assert run["weights"] == QueryParams(**A).latin_weights.model_dump()
+    assert run["response"]["additional_info"]["profile"] == "latin"
+    assert fusion["profile"] == "default"  # chosen weights keep the default profile
 
 
 def test_metrics_summary_counts_queries_and_stage_percentiles() -> None:

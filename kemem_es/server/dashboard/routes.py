@@ -176,10 +176,13 @@ async def explore(
             reinforce=False, **options,
         )  # fmt: skip
         prompt = km.prompt(resp, now=body.now, user_name=body.user_name, agent_name=body.agent_name)
+        # a latin-script query runs with latin_weights unless the caller chose weights
+        latin = resp.additional_info.profile == "latin"
         runs.append(
             {
                 "mode": mode,
-                "weights": mode_weights(mode, used.weights),
+                "profile": resp.additional_info.profile,
+                "weights": mode_weights(mode, used.latin_weights if latin else used.weights),
                 "score_threshold": used.score_threshold,
                 "response": resp.to_contract(),
                 "prompt": prompt,

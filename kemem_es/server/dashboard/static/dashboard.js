@@ -208,8 +208,13 @@
       query: $("ex-query").value, context: $("ex-context").value,
       agent_id: $("ex-agent").value.trim(), user_id: $("ex-user").value.trim(),
       modes, limit: num("ex-limit"), score_threshold: num("ex-threshold"),
-      weights: { kw: num("ex-w-kw"), vec: num("ex-w-vec"), time: num("ex-w-time"), strength: num("ex-w-strength") },
     };
+    // Weights go only when changed from the defaults: left alone, an English query runs with
+    // the latin profile's weights, as the chat's queries do.
+    const wIds = ["ex-w-kw", "ex-w-vec", "ex-w-time", "ex-w-strength"];
+    if (wIds.some((id) => $(id).value !== $(id).defaultValue)) {
+      body.weights = { kw: num("ex-w-kw"), vec: num("ex-w-vec"), time: num("ex-w-time"), strength: num("ex-w-strength") };
+    }
     if ($("ex-now").value) body.now = $("ex-now").value;
     if ($("ex-user-name").value.trim()) body.user_name = $("ex-user-name").value.trim();
     if ($("ex-agent-name").value.trim()) body.agent_name = $("ex-agent-name").value.trim();
@@ -259,6 +264,7 @@
     const w = run.weights;
     const box = h("div", { class: "run", data: { mode: run.mode } });
     box.append(h("h2", null, `${run.mode} `, h("span", { class: "muted" }, `· ${r.memory_events.length} events · ${r.memory_entities.length} entities · threshold ${run.score_threshold}`)));
+    if (run.profile === "latin") box.append(h("div", { class: "muted profile" }, "latin profile: the query is mostly latin script (QueryParams.latin_weights)"));
     box.append(h("div", { class: "muted" }, w ? "score = " + SIGNALS.filter((k) => w[k]).map((k) => `${w[k]}·${k}`).join(" + ") : "rrf: the score sums 1/(k + rank) over the keyword and vector lists; no weighted signals"));
     if (info.degraded) box.append(h("div", { class: "error" }, `degraded: ${info.degraded_reason || ""}`));
     if (info.skipped) box.append(h("div", { class: "error" }, `no search ran: ${info.skipped}`));
