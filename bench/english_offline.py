@@ -14,7 +14,8 @@ For each dump of the English dev set (bench/dialogue_en/) the script prints two 
   floor moves every score without changing the ranking.
 
 The fused score is the engine's: ``w_kw·cov + w_vec·(v − floor)/0.18 + 0.03·time +
-0.02·strength`` with ``v = 0.5·cos(whole) + 0.5·max_j cos(sentence j)``.
+0.02·strength`` with ``v = 0.5·cos(whole) + 0.5·max_j cos(sentence j)`` (bench.calibration_offline's
+``score``); the shares count the top 10, as bench.dialogue_eval does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.calibration_offline import score, shares, v
 from bench.evalset import mean_metrics, metrics
 from bench.fusion_offline import rrf, top
 
@@ -35,9 +37,8 @@ SPAN = 0.18
 
 
 def fused(d: Doc, kw: float, floor: float = 0.595) -> np.ndarray:
-    v = 0.5 * d["cos"] + 0.5 * d["scos"]
-    vec = 0.95 - kw
-    return kw * d["cov"] + vec * (v - floor) / SPAN + 0.03 * d["time"] + 0.02 * d["strength"]
+    """The engine's fused score with w_vec = 0.95 − w_kw (calibration_offline.score)."""
+    return score(d, kw, 0.95 - kw, floor, SPAN)
 
 
 def row(data: Sequence[Doc], rank: Any) -> str:
@@ -50,17 +51,6 @@ def row(data: Sequence[Doc], rank: Any) -> str:
         f"R@5 a {a['recall@5']:.3f}  b {b['recall@5']:.3f}  all {both['recall@5']:.3f}  "
         f"nDCG@10 {both['ndcg@10']:.3f}"
     )
-
-
-def shares(data: Sequence[Doc], kw: float, floor: float) -> tuple[float, float]:
-    gold = other = 0
-    for d in data:
-        s = np.clip(fused(d, kw, floor), 0.0, 1.0)
-        first = next(k for k, r in d["gold"].items() if r == 2)
-        at = {x: i for i, x in enumerate(d["ids"])}
-        gold += s[at[first]] >= 0.5
-        other += any(s[i] >= 0.5 for i, x in enumerate(d["ids"]) if x not in d["gold"])
-    return gold / len(data), other / len(data)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def report(data: Sequence[Doc], kw_at: float, floors: Sequence[float]) -> None:
     print(f"{'bm25':28s} {row(data, lambda d: top(d, d['bm25'], d['bm25'] > 0))}")
-    print(f"{'vector':28s} {row(data, lambda d: top(d, 0.5 * d['cos'] + 0.5 * d['scos']))}")
+    print(f"{'vector':28s} {row(data, lambda d: top(d, v(d)))}")
     print(f"{'rrf':28s} {row(data, rrf)}")
     grid = (0.48, 0.55, 0.6, 0.65, 0.7, 0.75, 0.78, 0.8, 0.82, 0.85, 0.88, 0.9, 0.93, 0.95)
     for kw in grid:
@@ -92,7 +82,7 @@ def report(data: Sequence[Doc], kw_at: float, floors: Sequence[float]) -> None:
         print(f"{label:28s} {row(data, lambda d, k=kw: top(d, fused(d, k) + 1e-9 * d['cos']))}")
     print(f"threshold 0.5 at kw {kw_at:.2f} / vec {0.95 - kw_at:.2f}, span {SPAN}:")
     for floor in floors:
-        g, o = shares(data, kw_at, floor)
+        g, o = shares(data, {d["qid"]: fused(d, kw_at, floor) for d in data}, 0.5)
         print(f"  floor {floor:.3f}: gold >= 0.5 in {g:.3f} of queries, other {o:.3f}")
 
 
