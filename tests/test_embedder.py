@@ -176,3 +176,22 @@ def test_the_model_reads_capitalised_words(int8: Embedder) -> None:
     assert int8.count_tokens(["sourdough starter", "木木吃火锅", ""]) == [6, 5, 0]
     a, b = int8.embed(["Emma adopted a cat", "emma adopted a cat"])
     assert float(a @ b) > 0.999
+
+
+@needs_model
+def test_a_text_longer_than_the_window_is_read_to_its_end() -> None:
+    """Past ``max_length`` tokens the text runs in further windows, averaged: two texts that
+    differ only after the first window get different vectors, each nearer its own ending (head
+    truncation gave both the same vector), and rows stay unit length and in order."""
+    small = Embedder(MODEL_DIR, "fp32", max_length=16)
+    head = "我们一起去南京大学图书馆看书，然后在门口的咖啡店坐了一下午，"
+    assert small.count_tokens([head])[0] > 14  # fills the first window ([CLS] + 14 + [SEP])
+    cat, fund = head + "聊了她新养的小猫咪", head + "聊了股票和基金理财"
+    rows = small.embed(["猫", cat, fund, "理财"])
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+    q_cat, v_cat, v_fund, q_fund = rows
+    assert float(v_cat @ v_fund) < 0.99
+    assert float(v_cat @ q_cat) > float(v_fund @ q_cat)
+    assert float(v_fund @ q_fund) > float(v_cat @ q_fund)
+    one_by_one = np.stack([small.embed_one(t) for t in ("猫", cat, fund, "理财")])
+    np.testing.assert_allclose(rows, one_by_one, atol=1e-5)

@@ -95,7 +95,7 @@ class Embedder:
         self.batch_size = max(1, batch_size)
         self.max_length = max_length
         self._label = label or model_dir.name
-        self._tokenizer = _load_tokenizer(tok_path, max_length)
+        self._tokenizer, self._pad_id = _load_tokenizer(tok_path, max_length)
         # True when the vocabulary is uncased and the input is lowercased for it (below).
         self.lowercases = _lowercase_if_uncased(self._tokenizer)
         self._session = _load_session(onnx_path, threads)
@@ -121,20 +121,40 @@ class Embedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed many texts; row i belongs to ``texts[i]``; shape (n, dim), float32.
 
-        Texts are sorted by length before batching so each batch pads to similar lengths
-        (less wasted compute), then put back in the caller's order. fp32 rows equal
-        ``embed_one`` to float precision; int8 rows differ slightly (cosine > 0.99) because
-        dynamic quantisation scales activations over the whole batch tensor.
+        A text longer than the model's window (``max_length`` tokens) is not cut: it is run in
+        consecutive windows and the windows' mean-pooled states are averaged by their token
+        counts — the mean pooling of the whole text, as far as the model can see it. A long
+        session summary then keeps what its last third says (head truncation dropped it, and
+        a question about it could not match the vector). Texts are sorted by length before
+        batching so each batch pads to similar lengths, then put back in the caller's order.
+        fp32 rows equal ``embed_one`` to float precision; int8 rows differ slightly
+        (cosine > 0.99) because dynamic quantisation scales activations over the whole batch.
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
-        n = len(texts)
-        out = np.empty((n, self._dim), dtype=np.float32)
-        order = sorted(range(n), key=lambda i: len(texts[i]), reverse=True)
-        for start in range(0, n, self.batch_size):
+        pieces: list[tuple[list[int], list[int]]] = []
+        owner: list[int] = []
+        for i, enc in enumerate(self._tokenizer.encode_batch(list(texts))):
+            for part in (enc, *enc.overflowing):
+                n = sum(part.attention_mask)  # padding sits at the right
+                pieces.append((part.ids[:n], part.type_ids[:n]))
+                owner.append(i)
+        pooled = np.empty((len(pieces), self._dim), dtype=np.float32)
+        # By the text's length in characters, as before windows existed (int8 rows depend on
+        # their batch, so a text that fits gets exactly the vector it always got).
+        order = sorted(range(len(pieces)), key=lambda i: len(texts[owner[i]]), reverse=True)
+        for start in range(0, len(pieces), self.batch_size):
             idx = order[start : start + self.batch_size]
-            out[idx] = self._run([texts[i] for i in idx])
-        return out
+            pooled[idx] = self._pool([pieces[i] for i in idx])
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        if len(pieces) == len(texts):  # no text overflowed: one piece each, in order
+            out = pooled
+        else:
+            weights = np.asarray([len(ids) for ids, _ in pieces], dtype=np.float32)
+            np.add.at(out, np.asarray(owner), pooled * weights[:, None])
+            out /= np.bincount(owner, weights=weights)[:, None].astype(np.float32)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return (out / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Model tokens per text, without [CLS]/[SEP] (capped at ``max_length``): how much of
@@ -145,23 +165,27 @@ class Embedder:
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text → a (dim,) float32 unit vector (the query path)."""
-        return self._run([text])[0]
+        return self.embed([text])[0]
 
     def __repr__(self) -> str:
         return f"Embedder({self.name}, dim={self._dim}, path={self.onnx_path})"
 
-    def _run(self, batch: list[str]) -> np.ndarray:
-        encs = self._tokenizer.encode_batch(batch)
-        ids = np.asarray([e.ids for e in encs], dtype=np.int64)
-        mask = np.asarray([e.attention_mask for e in encs], dtype=np.int64)
+    def _pool(self, pieces: Sequence[tuple[list[int], list[int]]]) -> np.ndarray:
+        """Mean-pooled last hidden states (not normalised) of token-id pieces, padded here."""
+        width = max(len(ids) for ids, _ in pieces)
+        ids = np.full((len(pieces), width), self._pad_id, dtype=np.int64)
+        types = np.zeros((len(pieces), width), dtype=np.int64)
+        mask = np.zeros((len(pieces), width), dtype=np.int64)
+        for row, (piece_ids, piece_types) in enumerate(pieces):
+            ids[row, : len(piece_ids)] = piece_ids
+            types[row, : len(piece_types)] = piece_types
+            mask[row, : len(piece_ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
-            feed["token_type_ids"] = np.asarray([e.type_ids for e in encs], dtype=np.int64)
+            feed["token_type_ids"] = types
         hidden = self._session.run([self._output], feed)[0].astype(np.float32, copy=False)
         m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+        return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
 
     def _resolve_dim(self, model_dir: Path) -> int:
         """Dimension from the graph's output shape, cross-checked with config.json's hidden_size.
@@ -185,7 +209,8 @@ class Embedder:
             )
         dim = from_graph or from_config
         if not dim:  # fully dynamic graph and no config: ask the model itself
-            dim = self._run(["维度"]).shape[1]
+            enc = self._tokenizer.encode("维度")
+            dim = self._pool([(enc.ids, enc.type_ids)]).shape[1]
         return int(dim)
 
     @classmethod
@@ -208,7 +233,9 @@ class Embedder:
         )
 
 
-def _load_tokenizer(path: Path, max_length: int) -> Any:
+def _load_tokenizer(path: Path, max_length: int) -> tuple[Any, int]:
+    """The tokenizer, cutting at ``max_length`` with the rest kept as overflow (embed() runs
+    it as further windows), and its pad id; padding is done per batch of pieces."""
     from tokenizers import Tokenizer
 
     try:
@@ -219,8 +246,8 @@ def _load_tokenizer(path: Path, max_length: int) -> Any:
     # Keep the file's pad token if it names one; BERT vocabularies use [PAD] = 0.
     pad_token = (tok.padding or {}).get("pad_token") or "[PAD]"
     pad_id = tok.token_to_id(pad_token)
-    tok.enable_padding(pad_id=pad_id if pad_id is not None else 0, pad_token=pad_token)
-    return tok
+    tok.no_padding()
+    return tok, pad_id if pad_id is not None else 0
 
 
 def _lowercase_if_uncased(tok: Any) -> bool:
