@@ -15,8 +15,9 @@ score_threshold 0, every other option at its default (expansion on). Metrics: R@
 (graded: the memory the dialogue was written for 2, related ones 1), MRR. ``--split a|b``: the
 odd / even queries of each pair (tune on one half, check on the other).
 
-``--corpus en``: the English dev set (bench/dialogue_en/) instead: its 180 memories only, the
-dialogue set (style ``english``) and the question set (``english_question``).
+``--corpus en``: the English dev set (bench/dialogue_en/) instead: its memories only, the
+dialogue set (style ``english``), the question set (``english_question``) and the questions
+about long session summaries (``english_session``, in scopes of their own).
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -42,12 +43,13 @@ CORPORA = {"zh": HERE, "en": Path(__file__).resolve().parent / "dialogue_en"}
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
 
-STYLES = ("recall", "situational", "long", "english", "english_question")
+STYLES = ("recall", "situational", "long", "english", "english_question", "english_session")
 SETS = {
     "short": ("recall", "situational"),
     "long": ("long",),
     "english": ("english",),
     "english_question": ("english_question",),
+    "english_session": ("english_session",),
 }
 
 

@@ -11,7 +11,10 @@ committed and deterministic: ``events.jsonl`` (EventRecord lines), ``queries.jso
 ``qrels.tsv``, in the layout of bench/dialogue/ so that ``bench.dialogue_eval --corpus en``
 runs it the same way. ``questions_<user>.txt`` (same block format, one ``U`` line each) add
 one-turn factual questions about the memories ("Who drove Emma to urgent care?"), the form of
-a long-conversation memory benchmark, as a second English set.
+a long-conversation memory benchmark, as a second English set. ``sessions_<user>.txt`` (the
+memory format above, ids ``en-<user>-<agent>-NN`` in their own scopes) hold long multi-topic
+session summaries, and ``sessionqs_<user>.txt`` (the question format) one-turn questions about
+them: the third set, style ``english_session``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ def memory_id(user: str, agent: str, n: int) -> str:
 
 
 def read_names() -> dict[str, str]:
-    """id → display name, from the ``==`` line of each dialogue file."""
+    """id → display name, from the ``==`` line of each dialogue or session-question file."""
     names: dict[str, str] = {}
-    for path in sorted(HERE.glob("dialogues_*.txt")):
+    for path in sorted([*HERE.glob("dialogues_*.txt"), *HERE.glob("sessionqs_*.txt")]):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("=="):
                 agent, user, user_name, agent_name = line.split()[1:5]
@@ -42,7 +45,7 @@ def read_names() -> dict[str, str]:
 
 def events(names: dict[str, str]) -> list[dict]:
     out: list[dict] = []
-    for path in sorted(HERE.glob("events_*.txt")):
+    for path in sorted([*HERE.glob("events_*.txt"), *HERE.glob("sessions_*.txt")]):
         n = 0
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip() or line.startswith("#"):
@@ -72,10 +75,13 @@ def events(names: dict[str, str]) -> list[dict]:
 def dialogues(
     names: dict[str, str], known: set[str], pattern: str = "dialogues_*.txt"
 ) -> list[dict]:
-    """Blocks of ``pattern`` files: style ``english`` (dialogues, qid ``e-…``) or
-    ``english_question`` (one-turn questions, qid ``q-…``)."""
-    question = pattern.startswith("questions")
-    style, tag = ("english_question", "q") if question else ("english", "e")
+    """Blocks of ``pattern`` files: style ``english`` (dialogues, qid ``e-…``),
+    ``english_question`` (one-turn questions, qid ``q-…``) or ``english_session`` (questions
+    about the session summaries, qid ``s-…``)."""
+    style, tag = {
+        "questions": ("english_question", "q"),
+        "sessionqs": ("english_session", "s"),
+    }.get(pattern.split("_")[0], ("english", "e"))
     out: list[dict] = []
     for path in sorted(HERE.glob(pattern)):
         agent = user = ""
@@ -117,17 +123,24 @@ def dialogues(
     return out
 
 
+def queries(names: dict[str, str], known: set[str]) -> list[dict]:
+    """Every query of the set, in the committed order: dialogues, questions, session questions."""
+    patterns = ("dialogues_*.txt", "questions_*.txt", "sessionqs_*.txt")
+    return [q for p in patterns for q in dialogues(names, known, p)]
+
+
 def main() -> None:
     names = read_names()
     evs = events(names)
-    known = {e["id"] for e in evs}
-    qs = dialogues(names, known) + dialogues(names, known, "questions_*.txt")
+    qs = queries(names, {e["id"] for e in evs})
     with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
         for e in evs:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
     write_queries(HERE, qs)
-    n_q = sum(q["style"] == "english_question" for q in qs)
-    print(f"{len(evs)} events, {len(qs) - n_q} dialogue queries, {n_q} questions")
+    n = {s: sum(q["style"] == s for q in qs) for s in ("english", "english_question")}
+    n_s = len(qs) - sum(n.values())
+    print(f"{len(evs)} events, {n['english']} dialogue queries, {n['english_question']} questions")
+    print(f"  and {n_s} questions about session summaries")
 
 
 if __name__ == "__main__":
