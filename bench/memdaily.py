@@ -54,7 +54,9 @@ def embeddings(km: Any, texts: Sequence[str], variant: str) -> np.ndarray:
     digest = hashlib.sha1("\n".join(texts).encode()).hexdigest()[:12]
     # lowercased input (an uncased vocabulary) gives other vectors for text with capitals
     lc = "-lc" if getattr(km.embedder, "lowercases", False) else ""
-    path = WORK / f"emb-{variant}{lc}-{len(texts)}-{digest}.npy"
+    # int8 rows depend on their batch mates unless each text runs alone (batch 1)
+    batch = f"-b{km.embedder.batch_size}" if variant == "int8" else ""
+    path = WORK / f"emb-{variant}{lc}{batch}-{len(texts)}-{digest}.npy"
     if path.exists():
         return np.load(path)
     t0 = time.perf_counter()
