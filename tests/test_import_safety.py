@@ -142,6 +142,8 @@ class Proxy:
         self.bulks = 0
         self.dead = False
         self.hung = False  # True: requests are swallowed, nothing answers (a hung engine)
+        self.live: list[socket.socket] = []  # every piped socket, cut when the proxy dies
+        self.lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -158,6 +160,8 @@ class Proxy:
                 client.close()
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.live += [client, upstream]
             threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
 
@@ -165,14 +169,14 @@ class Proxy:
         try:
             while not self.dead:
                 data = src.recv(65536)
-                if not data:
+                if not data or self.dead:  # died while this thread waited: forward nothing
                     break
                 if request and self.hung:
                     continue
                 if request and b"/_bulk" in data.split(b"\r\n", 1)[0]:
                     self.bulks += 1
                     if self.bulks > self.kill_after:
-                        self.dead = True
+                        self._die()
                         break
                 dst.sendall(data)
         except OSError:
@@ -182,8 +186,19 @@ class Proxy:
                 s.close()
 
     def close(self) -> None:
-        self.dead = True
+        """Stop listening too: new connections are refused."""
+        self._die()
         self.sock.close()
+
+    def _die(self) -> None:
+        """Cut kept-alive connections as a dead engine would, so a pooled client connection
+        cannot carry one more request through."""
+        self.dead = True
+        with self.lock:
+            live, self.live = self.live, []
+        for s in live:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
 
 
 def test_engine_dying_mid_import_then_rerun_gives_the_exact_count(kemem, tmp_path) -> None:
