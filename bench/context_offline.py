@@ -42,7 +42,7 @@ def dump(args: argparse.Namespace) -> list[dict[str, Any]]:
     from bench.dialogue_eval import load_queries, qrels, query_text
     from bench.fusion_offline import _signals
     from kemem_es.search.params import QueryParams
-    from kemem_es.search.searcher import EMBED_MAX_CHARS
+    from kemem_es.search.query_text import EMBED_MAX_CHARS
     from kemem_es.text.dialogue import context_turns, dialogue_window, keep_end, sentences
 
     km, gold = make_kemem(args.prefix), qrels()

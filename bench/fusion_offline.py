@@ -39,17 +39,17 @@ KW, VEC = 0.48, 0.47  # the default fusion weights (round 4; before: 0.40 / 0.55
 def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | None) -> Doc:
     from kemem_es.search import events as ev
     from kemem_es.search.clauses import EVENT_FIELDS, coverage_clauses, keyword_clauses
-    from kemem_es.search.searcher import DATABASES, Stopwatch
-    from kemem_es.store.layout import index_alias
+    from kemem_es.search.stopwatch import Stopwatch
+    from kemem_es.store.layout import DATABASES, index_alias
     from kemem_es.text.dialogue import context_turns, split_label
 
     s = km.searcher
     utterance = split_label(text).text
     turns = context_turns(params.context, params.context_turns)
-    vector, _, parts = s.query_vector(utterance, turns, params)
+    vector, _, parts = s.text.query_vector(utterance, turns, params)
     s.learn_names()
-    _, _, _, words = s.words(utterance, params, Stopwatch(), turns, vector)
-    bridges = s.bridge_words(params, words, s.search_entities(params, words, vector))
+    _, _, _, words = s.text.words(utterance, params, Stopwatch(), turns, vector)
+    bridges = s.text.bridge_words(params, words, s.search_entities(params, words, vector))
     words = [*words, *bridges]
     cov = coverage_clauses(words, expansion_share=params.expansion_share)
     kwc = keyword_clauses(words, EVENT_FIELDS)

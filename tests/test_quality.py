@@ -201,7 +201,7 @@ def test_entity_evidence_keeps_its_own_calibration() -> None:
 def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
     import numpy as np
 
-    from kemem_es.search.searcher import Searcher
+    from kemem_es.search.query_text import QueryText
 
     table = {"火锅": [1.0, 0.0], "狗肉": [0.0, 1.0], "麻辣烫": [0.8, 0.6]}
 
@@ -209,7 +209,7 @@ def test_expansion_pruning_keeps_words_that_fit_the_sentence() -> None:
         def embed(self, words):
             return np.array([table[w] for w in words], dtype=np.float32)
 
-    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    s = QueryText(embedder=Emb(), tokenizer=None, expander=None)
     params = QueryParams(agent_id="a", user_id="u", expand_min_cos=0.7)
     got = s.prune_expansions([("火锅", 7), ("狗肉", 7), ("麻辣烫", 5)], [1.0, 0.0], params)
     assert got == [("火锅", 7), ("麻辣烫", 5)]
@@ -378,7 +378,7 @@ def test_explained_vec_is_the_weighted_whole_and_best_sentence() -> None:
 def test_query_vector_embeds_sentences_only_for_several() -> None:
     import numpy as np
 
-    from kemem_es.search.searcher import Searcher
+    from kemem_es.search.query_text import QueryText
     from kemem_es.text.dialogue import Turn
 
     calls: list[list[str]] = []
@@ -394,7 +394,7 @@ def test_query_vector_embeds_sentences_only_for_several() -> None:
         def embed_one(self, text):
             return self.embed([text])[0]
 
-    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    s = QueryText(embedder=Emb(), tokenizer=None, expander=None)
     p = QueryParams(agent_id="a", user_id="u")
     _, _, parts = s.query_vector("我那只狗最近好像胖了", [], p)
     assert parts == [] and calls == [["我那只狗最近好像胖了"]]  # one sentence: as before
@@ -416,9 +416,10 @@ LONG_CONTEXT = (
 
 
 def test_a_topic_six_turns_back_still_weighs_in(tok) -> None:
-    from kemem_es.search.searcher import Searcher, Stopwatch
+    from kemem_es.search.query_text import QueryText
+    from kemem_es.search.stopwatch import Stopwatch
 
-    s = Searcher(engine=None, embedder=None, tokenizer=tok, expander=None)
+    s = QueryText(embedder=None, tokenizer=tok, expander=None)
 
     def context_words(**kw: object) -> dict[str, float]:
         p = QueryParams(agent_id="a", user_id="u", expand=False, **kw)
@@ -448,7 +449,7 @@ def test_a_topic_six_turns_back_still_weighs_in(tok) -> None:
 def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
     import numpy as np
 
-    from kemem_es.search.searcher import Searcher
+    from kemem_es.search.query_text import QueryText
 
     seen: list[list[str]] = []
 
@@ -457,7 +458,7 @@ def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
             seen.append(list(texts))
             return np.array([[0.0, 1.0] if "\n" in t else [1.0, 0.0] for t in texts])
 
-    s = Searcher(engine=None, embedder=Emb(), tokenizer=None, expander=None)
+    s = QueryText(embedder=Emb(), tokenizer=None, expander=None)
     p = QueryParams(agent_id="a", user_id="u")
     vec, cut, _ = s.query_vector("嗯，跟上次一样", context_turns(LONG_CONTEXT, p.context_turns), p)
     window = seen[-1][1]

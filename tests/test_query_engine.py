@@ -319,7 +319,7 @@ def test_sentence_vectors_are_scored_by_the_engine_as_documented(km) -> None:
 
     text = "最近总是失眠，晚上睡不着。周末想去海边放风筝"
     params = QueryParams(agent_id=A, user_id=U1, mode="vector", sentence_weight=0.5)
-    whole, _, parts = km.searcher.query_vector(text, [], params)
+    whole, _, parts = km.searcher.text.query_vector(text, [], params)
     assert len(parts) == 2
     alias = index_alias(km.engine.settings.index_prefix, "user", "events")
     body = {"query": {"term": {"user_id": U1}}, "_source": ["id", "vector"], "size": 50}
@@ -415,7 +415,7 @@ def test_one_round_trip_unless_an_entity_bridges_and_then_the_same_answer(demo) 
     """Entities and events go to the engine in one _msearch; an entity that bridges (豆包 for
     "我那只狗") sends the event search again with its name, so the answer is what searching
     the entities first gives."""
-    from kemem_es.search.searcher import Stopwatch
+    from kemem_es.search.stopwatch import Stopwatch
 
     now = datetime(2026, 11, 26, 12, 0)
     sent: list[list[tuple[str, str]]] = []
@@ -443,9 +443,9 @@ def test_one_round_trip_unless_an_entity_bridges_and_then_the_same_answer(demo) 
 
     # the order it replaces: entities first, their bridges, then the events
     s, params = demo.searcher, QueryParams(**scope, now=now)
-    vector, _, parts = s.query_vector(text, [], params)
-    words = s.words(text, params, Stopwatch(), [], vector)[3]
-    bridges = s.bridge_words(params, words, s.search_entities(params, words, vector))
+    vector, _, parts = s.text.query_vector(text, [], params)
+    words = s.text.words(text, params, Stopwatch(), [], vector)[3]
+    bridges = s.text.bridge_words(params, words, s.search_entities(params, words, vector))
     want, _ = s.search_events(params, [*words, *bridges], vector, now, parts)
     assert want and [(e.index, e.score) for e in got.memory_events] == [
         (str(hit["_source"].get("id", hit["_id"])), round(score, 4)) for _, hit, score, _ in want

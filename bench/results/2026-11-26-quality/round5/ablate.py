@@ -22,9 +22,9 @@ def patch(which: str) -> None:
 
         s.script_params = lambda params, texts: (params, "default")
     elif which == "no-token-window":  # the dialogue window counted in characters
-        import kemem_es.search.searcher as s
+        import kemem_es.search.query_text as q
 
-        s.Searcher._length = lambda self, text: len(text)
+        q.QueryText.length = lambda self, text: len(text)
     else:
         raise SystemExit(f"unknown ablation {which!r}")
 

@@ -50,7 +50,7 @@ def query_vectors(kind: str, dump: list[dict]) -> dict[str, tuple[np.ndarray, np
             now = datetime.fromisoformat(q["now"])
             p = QueryParams(user_id="u", agent_id="a", context=context, now=now)
             turns = context_turns(p.context, p.context_turns)
-            vec, _, parts = s.query_vector(split_label(text).text, turns, p)
+            vec, _, parts = s.text.query_vector(split_label(text).text, turns, p)
             out[q["qid"]] = (np.asarray(vec), np.asarray(parts))
         return out
     from bench.memdaily import sample
@@ -58,7 +58,7 @@ def query_vectors(kind: str, dump: list[dict]) -> dict[str, tuple[np.ndarray, np
     es = EvalSet.load(MEMDAILY)
     for q in sample(es.queries, len(dump), seed=1 if kind == "pooled" else 0):
         p = QueryParams(user_id="u", agent_id="a", expand=False)
-        vec, _, parts = s.query_vector(q["text"], [], p)
+        vec, _, parts = s.text.query_vector(q["text"], [], p)
         out[q["qid"]] = (np.asarray(vec), np.asarray(parts))
     return out
 

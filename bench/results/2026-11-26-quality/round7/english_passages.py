@@ -46,7 +46,7 @@ def main() -> None:
             user_id="u", agent_id="a", context=context, now=datetime.fromisoformat(q["now"])
         )
         turns = context_turns(p.context, p.context_turns)
-        vec, _, parts = s.query_vector(split_label(utterance).text, turns, p)
+        vec, _, parts = s.text.query_vector(split_label(utterance).text, turns, p)
         qv[q["qid"]] = (np.asarray(vec), np.asarray(parts))
     sentences: dict[str, np.ndarray] = {}
     res: dict[tuple[str, str], list[float]] = {}
@@ -57,7 +57,7 @@ def main() -> None:
         for i in d["ids"]:
             if i not in sentences:
                 pieces = [x for x in re.split(r"(?<=[.!?])\s+", text[i]) if x]
-                sentences[i] = s.embedder.embed(pieces).astype(float)
+                sentences[i] = s.text.embedder.embed(pieces).astype(float)
         qs = np.vstack([q[None, :], parts]) if len(parts) else q[None, :]
         best = np.asarray([(sentences[i] @ qs.T).max() for i in d["ids"]])
         whole = 0.5 * d["cos"] + 0.5 * d["scos"]

@@ -58,8 +58,8 @@ def dump() -> None:
     from kemem_es.search import events as ev
     from kemem_es.search.clauses import COVERAGE_FIELDS, coverage_clauses
     from kemem_es.search.params import QueryParams
-    from kemem_es.search.searcher import DATABASES, Stopwatch
-    from kemem_es.store.layout import index_alias
+    from kemem_es.search.stopwatch import Stopwatch
+    from kemem_es.store.layout import DATABASES, index_alias
     from kemem_es.text.dialogue import context_turns, split_label
 
     s = make_kemem("bench-q6-zh").searcher
@@ -80,10 +80,10 @@ def dump() -> None:
             now=datetime.fromisoformat(q["now"]),
         )
         turns = context_turns(p.context, p.context_turns)
-        vector, _, parts = s.query_vector(split_label(text).text, turns, p)
+        vector, _, parts = s.text.query_vector(split_label(text).text, turns, p)
         s.learn_names()
-        words = s.words(split_label(text).text, p, Stopwatch(), turns, vector)[3]
-        words = [*words, *s.bridge_words(p, words, s.search_entities(p, words, vector))]
+        words = s.text.words(split_label(text).text, p, Stopwatch(), turns, vector)[3]
+        words = [*words, *s.text.bridge_words(p, words, s.search_entities(p, words, vector))]
         weighted = [w for w in words if w.weighted and w.weight > 0]
         fields = ["id", "event_time", "strength", "vector", *COVERAGE_FIELDS]
         docs = [h["_source"] for db in DATABASES for h in search(db, p, [], fields)]

@@ -1,0 +1,62 @@
+"""Engine hits → the response's event and entity hits (with their prompt log lines)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from kemem_es.prompt import entity_log, event_log
+from kemem_es.search.clauses import SearchWord, matched_words
+from kemem_es.search.entities import TIER_OF_KIND
+from kemem_es.search.response import EntityHit, EventHit, Signals
+
+
+def fmt_time(value: str | None) -> str:
+    return (value or "").replace("T", " ")[:19]
+
+
+def event_hit(
+    i: int, db: str, hit: dict[str, Any], score: float, signals: Signals | None, now: datetime
+) -> EventHit:
+    src = hit["_source"]
+    out = EventHit(
+        id=i,
+        score=round(score, 4),
+        index=str(src.get("id", hit["_id"])),
+        db=db,
+        description=src.get("description", ""),
+        deepinsight=src.get("deepinsight", ""),
+        updatetime=fmt_time(src.get("updatetime")),
+        created_at=fmt_time(src.get("created_at")),
+        place=src.get("place", ""),
+        scene=src.get("scene", ""),
+        keyword=src.get("keywords", []),
+        signals=signals,
+    )
+    out.log = event_log(out, now)
+    return out
+
+
+def entity_hit(i: int, hit: dict[str, Any], score: float, words: Sequence[SearchWord]) -> EntityHit:
+    """``matched_keywords``: the search words the entity holds, read off its tier's fields."""
+    src = hit["_source"]
+    tier = TIER_OF_KIND[src["kind"]]
+    fields = [*tier.fields, "description_tok"]
+    matched = matched_words(src, words, list(dict.fromkeys(fields)))
+    out = EntityHit(
+        id=i,
+        kind=src.get("kind", ""),
+        score=round(score, 4),
+        index={"index": str(src.get("id", hit["_id"]))},
+        db=src.get("db", "user"),
+        entity_name=src.get("entity_name", ""),
+        entity_type=src.get("entity_type", ""),
+        description=src.get("description", ""),
+        updatetime=fmt_time(src.get("updatetime")),
+        matched_keywords=matched,
+        keyword=src.get("keyword", ""),
+        tier=tier.rank,
+    )
+    out.log = entity_log(out)
+    return out

@@ -1,0 +1,62 @@
+"""What each query mode sends and what its scores are made of: fusion and two_stage score
+keyword coverage, bm25 and rrf keep BM25 (saturated), vector scores the cosine alone; rrf sends
+one list per signal and merges them by rank (``fusion.rrf_merge``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kemem_es.search import events as ev
+from kemem_es.search.params import QueryParams
+
+
+def mode_weights(params: QueryParams) -> dict[str, float]:
+    """The signal weights a mode's scores are made of."""
+    if params.mode == "bm25":
+        return {"kw": 1.0}
+    if params.mode == "vector":
+        return {"vec": 1.0}
+    return params.weights.model_dump()
+
+
+def mode_bodies(
+    params: QueryParams,
+    args: tuple,
+    parts: Sequence[Sequence[float]] = (),
+    ann_filtered: bool = True,
+) -> list[dict[str, Any]]:
+    """The event search bodies of one database for the chosen mode (``args``: those of
+    ``events.event_body``). Every mode with a vector term gets the sentence vectors
+    (``parts``)."""
+    threshold = params.score_threshold
+    if params.mode == "fusion":
+        return [ev.event_body(*args, min_score=threshold, parts=parts, ann_filtered=ann_filtered)]
+    if params.mode == "bm25":
+        kw_only = {"kw": 1.0}
+        return [
+            ev.event_body(
+                *args, weights=kw_only, min_score=threshold, require_keyword=True, coverage=False
+            )
+        ]
+    if params.mode == "vector":
+        return [
+            ev.event_body(
+                *args,
+                weights={"vec": 1.0},
+                min_score=threshold,
+                parts=parts,
+                ann_filtered=ann_filtered,
+            )
+        ]
+    if params.mode == "two_stage":
+        return [ev.two_stage_body(*args, parts=parts)]
+    window = max(params.limit * 4, 20)
+    return [
+        ev.event_body(
+            *args, weights={"kw": 1.0}, size=window, require_keyword=True, coverage=False
+        ),
+        ev.event_body(
+            *args, weights={"vec": 1.0}, size=window, parts=parts, ann_filtered=ann_filtered
+        ),
+    ]

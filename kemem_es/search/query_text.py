@@ -1,0 +1,239 @@
+"""What a query's text becomes before any engine request: its search words (base words, context
+words, sub-words, pruned expansions, entity bridges) and its vectors (utterance, dialogue window,
+sentences). Needs the tokenizer, the lexicon and the model, never the engine: the names it must
+not search for are handed to it (``Searcher.learn_names`` reads them off the indices)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kemem_es.expand.expander import Expander
+from kemem_es.search.clauses import SearchWord, matched_words
+from kemem_es.search.params import QueryParams
+from kemem_es.search.stopwatch import Stopwatch
+from kemem_es.store.bulk import TextEmbedder
+from kemem_es.text import BaseWord, base_words_with_tokens, normalize
+from kemem_es.text.dialogue import Turn, dialogue_window, keep_end, sentences
+from kemem_es.text.tokenizer import Tokenizer
+
+WORD_CACHE_SIZE = 50_000
+CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
+CONTEXT_WORDS_PER_TURN = 5
+MAX_BRIDGES = 2
+ENTITY_TEXT_FIELDS = [
+    "keyword",
+    "keyword_tok",
+    "entity_name",
+    "entity_name_tok",
+    "description_tok",
+]
+# The model reads at most 256 tokens (about one per Han character): the dialogue window keeps
+# the newest turns within EMBED_MAX_TOKENS of them (counted by the embedder's tokenizer, or as
+# characters for an embedder that cannot count) instead of letting the tokenizer cut the end.
+# An utterance longer than EMBED_MAX_CHARS keeps its end.
+EMBED_MAX_CHARS = 250
+EMBED_MAX_TOKENS = 250
+
+# (base words, the utterance's tokens, expansions with their level, every search word)
+Words = tuple[list[BaseWord], list[str], list[tuple[str, int]], list[SearchWord]]
+
+
+class QueryText:
+    """Holds the text-side parts across queries, with the caches that make them cheap: each
+    lexicon word's tokens and vector (the same associations recur from query to query)."""
+
+    def __init__(
+        self, embedder: TextEmbedder, tokenizer: Tokenizer, expander: Expander | None
+    ) -> None:
+        self.embedder = embedder
+        self.tokenizer = tokenizer
+        self.expander = expander
+        self.person_names: set[str] = set()  # user and agent names: never search words
+        self._known_names: set[str] = set()
+        self._word_tokens: dict[str, tuple[str, ...]] = {}
+        self._word_vectors: dict[str, np.ndarray] = {}
+
+    def add_names(self, names: Iterable[str]) -> None:
+        """Names become jieba words, as they were at index time."""
+        new = set(names) - self._known_names
+        if new:
+            self.tokenizer.add_words(sorted(new))
+            self._known_names |= new
+            self._word_tokens.clear()  # a new dictionary word can change how words split
+
+    def tokens(self, word: str) -> tuple[str, ...]:
+        """A search word's tokens, as the index has them; lexicon words recur, so cached."""
+        toks = self._word_tokens.get(word)
+        if toks is None:
+            toks = tuple(t.lower() for t in self.tokenizer.tokenize(word))
+            if len(self._word_tokens) >= WORD_CACHE_SIZE:
+                self._word_tokens.clear()
+            self._word_tokens[word] = toks
+        return toks
+
+    def word_vectors(self, words: Sequence[str]) -> np.ndarray:
+        """Embeddings of lexicon words, cached."""
+        missing = [w for w in dict.fromkeys(words) if w not in self._word_vectors]
+        if missing:
+            if len(self._word_vectors) + len(missing) > WORD_CACHE_SIZE:
+                self._word_vectors.clear()
+            for w, v in zip(missing, self.embedder.embed(missing), strict=True):
+                self._word_vectors[w] = np.asarray(v, dtype=np.float32)
+        return np.stack([self._word_vectors[w] for w in words])
+
+    def prune_expansions(
+        self, expanded: list[tuple[str, int]], vector: Sequence[float], params: QueryParams
+    ) -> list[tuple[str, int]]:
+        """Meaning-aware pruning (SPEC §3's weakness: words expanded independently of the
+        sentence): the lexicon's candidates are ranked by level, the best ``expand_candidates``
+        are embedded (cached per word) and only those whose cosine to the query vector reaches
+        ``expand_min_cos`` are kept — 吃火锅 keeps 火锅/麻辣烫, drops 狗肉/熏肉 unless the
+        sentence is about them."""
+        if not expanded or params.expand_min_cos <= -1.0:
+            return expanded
+        head = expanded[: params.expand_candidates]
+        sims = self.word_vectors([w for w, _ in head]) @ np.asarray(vector, dtype=np.float32)
+        return [e for e, c in zip(head, sims, strict=True) if c >= params.expand_min_cos]
+
+    def words(
+        self,
+        text: str,
+        params: QueryParams,
+        clock: Stopwatch,
+        turns: Sequence[Turn] = (),
+        vector: Sequence[float] | None = None,
+    ) -> Words:
+        """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
+        turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
+        expansions of the utterance's base words. Names — the caller's, every indexed user and
+        agent name, speaker labels — are never search words."""
+        labels = [t.speaker for t in turns if t.speaker]
+        names = [n for n in (params.user_name, params.agent_name) if n]
+        self.add_names(names + [lb for lb in labels if len(lb) > 1])
+        exclude = set(names) | set(labels) | self.person_names
+        idf = self.expander.idf if self.expander is not None else None
+        base, tokens = base_words_with_tokens(text, params.top_k, exclude, self.tokenizer, idf)
+        seen = {b.word for b in base}
+        ctx: list[tuple[BaseWord, float]] = []
+        weight = 1.0
+        for turn in turns:  # newest first
+            weight *= params.context_decay
+            if weight <= 0:
+                break
+            picked = base_words_with_tokens(
+                turn.text, CONTEXT_WORDS_PER_TURN, exclude, self.tokenizer, idf
+            )[0]
+            for b in picked:
+                if b.word not in seen:
+                    seen.add(b.word)
+                    ctx.append((b, weight))
+        clock.lap("tokenise")
+        expanded: list[tuple[str, int]] = []
+        # Expansion policy: one-character base words still search (keyword fields only) but
+        # are not expanded; their associations (吃 → 好吃, 嘴馋) are mostly noise.
+        targets = [b.word for b in base if not b.single_char]
+        if self.expander is not None and params.expand and params.max_words > 0 and targets:
+            result = self.expander.expand_words(
+                targets,
+                max_words=params.max_words,
+                strategy=params.strategy,
+                filter_levels=params.filter_levels,
+                skip=sorted(exclude),
+            )
+            expanded = [(e.word, e.level) for e in result]
+            if vector is not None:
+                expanded = self.prune_expansions(expanded, vector, params)
+        words: list[SearchWord] = []
+        taken: set[str] = set()
+
+        def add(word: str, level: int | None, weight: float, context: bool = False) -> None:
+            if word in taken:
+                return
+            taken.add(word)
+            toks = self.tokens(word)  # tokenised once, as the index was
+            subs = tuple(self.tokenizer.subwords(toks[0])) if len(toks) == 1 else ()
+            words.append(SearchWord(word, level, len(word) == 1, toks, weight, subs, context))
+
+        for b in base:
+            add(b.word, None, b.weight)
+        for b, w in ctx:
+            add(b.word, CONTEXT_LEVEL, b.weight * w, context=True)
+        for word, level in expanded:
+            add(word, level, 0.0)
+        clock.lap("expand")
+        return base, tokens, expanded, words
+
+    def bridge_words(
+        self,
+        params: QueryParams,
+        words: list[SearchWord],
+        entities: Sequence[tuple[dict[str, Any], float]],
+    ) -> list[SearchWord]:
+        """Names of the concrete entities the utterance is about become search words for the
+        events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
+        and her events say 豆包, not 狗. Only strong evidence of meaning bridges (score ≥
+        ``bridge_threshold`` with no word in common), at most ``MAX_BRIDGES`` names, weighted
+        like the utterance's strongest word; names the query already has and the user's and
+        agent's own names are left out."""
+        if params.bridge_threshold >= 1.0:
+            return []
+        taken = {w.word for w in words} | self.person_names
+        top = max((w.weight for w in words if w.level is None), default=1.0)
+        out: list[SearchWord] = []
+        for hit, score in sorted(entities, key=lambda hs: -hs[1]):
+            src = hit["_source"]
+            name = normalize(src.get("entity_name") or "").strip()
+            if (
+                score < params.bridge_threshold
+                or src.get("entity_type") != "具体实体"
+                or src.get("kind") == "记忆画面"
+                or len(name) < 2
+                or name in taken
+                # only what the utterance means without saying it: an entity that shares a
+                # word with the query is already found through that word
+                or matched_words(src, words, ENTITY_TEXT_FIELDS)
+            ):
+                continue
+            taken.add(name)
+            toks = self.tokens(name)
+            out.append(SearchWord(name, CONTEXT_LEVEL, False, toks, top, (), context=True))
+            if len(out) >= MAX_BRIDGES:
+                break
+        return out
+
+    def query_vector(
+        self, text: str, turns: Sequence[Turn], params: QueryParams
+    ) -> tuple[list[float], bool, list[list[float]]]:
+        """The utterance's vector, blended with the dialogue window's (the newest turns that
+        fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
+        Returns the vector, whether the window had to drop older turns, and the vectors of the
+        utterance's sentences when it has several (blended with the window the same way)."""
+        utterance = keep_end(text, EMBED_MAX_CHARS)
+        pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
+        parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
+        if not turns or params.utterance_weight >= 1.0:
+            vec = self.embedder.embed_one(utterance).astype(float)
+            return _rounded(vec), len(text) > EMBED_MAX_CHARS, [_rounded(p) for p in parts]
+        window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
+        u, d = self.embedder.embed([utterance, window]).astype(float)
+        w = params.utterance_weight
+        return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+
+    def length(self, text: str) -> int:
+        """A text's share of the model's input: its tokens (English words take one to four
+        each, so 250 characters held a third of what the model reads), else its characters."""
+        count = getattr(self.embedder, "count_tokens", None)
+        return count([text])[0] if count is not None else len(text)
+
+
+def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:
+    vec = w * u + (1.0 - w) * d
+    return vec / max(float(np.linalg.norm(vec)), 1e-12)
+
+
+def _rounded(vec: np.ndarray) -> list[float]:
+    """Five decimals keep cosines exact to ~1e-5 and halve the JSON the request carries."""
+    return np.round(vec, 5).tolist()
