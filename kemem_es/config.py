@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     dedup_threshold: float = Field(
         default=0.9, gt=0, le=1, description="cosine above which a new fact updates an old one"
     )
+    dedup_min_overlap: float = Field(
+        default=0.6,
+        ge=0,
+        le=1,
+        description="events only: share of the shorter text's words the other must hold to merge",
+    )
     reinforce: bool = Field(default=True, description="recalled memories gain strength")
     reinforce_amount: float = Field(default=15.0, ge=0, description="strength per recall")
     reinforce_flush_s: float = Field(default=1.0, gt=0, description="background flush period")

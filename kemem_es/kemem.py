@@ -338,7 +338,10 @@ class Kemem:
 
     @lazy
     def memories(self) -> MemoryService:
-        return MemoryService(self.engine, lambda: self.writer, self.settings.dedup_threshold)
+        settings = self.settings
+        return MemoryService(
+            self.engine, lambda: self.writer, settings.dedup_threshold, settings.dedup_min_overlap
+        )
 
     def search(
         self,

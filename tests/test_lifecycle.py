@@ -4,20 +4,24 @@ pure rules behind them."""
 from __future__ import annotations
 
 import asyncio
+import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.cleanup import Policy, plan
-from kemem_es.memory.dedup import Match, decide
+from kemem_es.memory.dedup import Match, decide, word_overlap
 from kemem_es.memory.hooks import HookError, Rejected
 from kemem_es.memory.strength import ebbinghaus_gain
 
 A = {"agent_id": "qiyu", "user_id": "u_a"}
 B = {"agent_id": "qiyu", "user_id": "u_b"}
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+SESSIONS = Path(__file__).resolve().parent.parent / "bench" / "dialogue_en" / "events.jsonl"
 
 
 # -- pure rules -----------------------------------------------------------------------------
@@ -42,6 +46,20 @@ def test_decide() -> None:
     assert decide("木木特别喜欢吃螺蛳粉", m, 0.9) == "UPDATE"
     assert decide("木木特别喜欢吃螺蛳粉", m, 0.96) == "ADD"
     assert decide("任何话", None, 0.9) == "ADD"
+
+
+def test_an_event_merges_only_when_it_says_it_in_the_same_words() -> None:
+    # A restatement keeps most of the words: it still merges.
+    near = Match("m1", 0.96, {"description": "Marco's sister lives in Lisbon."})
+    assert decide("Marco told Sol his sister lives in Lisbon.", near, 0.9, 0.6) == "UPDATE"
+    # Two episodes the model scores as close (m3e: one user's session summaries sit ~0.95
+    # apart) are two memories when they share few words.
+    other = Match("m2", 0.97, {"description": "Marco and Sol talked about his new bike."})
+    assert decide("Marco cooked dinner for his sister on Friday.", other, 0.9, 0.6) == "ADD"
+    assert decide("Marco cooked dinner for his sister on Friday.", other, 0.9) == "UPDATE"
+    assert word_overlap("木木喜欢吃螺蛳粉", "木木特别喜欢吃螺蛳粉") == pytest.approx(6 / 7)
+    assert word_overlap("Emma works night shifts.", "EMMA works NIGHT shifts!") == 1.0
+    assert word_overlap("小满的生日在十一月八号", "小满是天蝎座，生日是11月8日") < 0.3
 
 
 def test_cleanup_plan() -> None:
@@ -88,6 +106,28 @@ def test_dedup_decisions_and_history(kemem) -> None:
 
     (plain,) = kemem.add("木木很喜欢吃螺蛳粉", **A, dedup=False)
     assert plain.event == "ADD"
+
+
+@pytest.mark.engine
+def test_session_summaries_that_the_model_scores_alike_stay_apart(kemem) -> None:
+    """m3e-small scores every pair of one user's English session summaries above 0.9 (the
+    cosine rule alone merged 25 sessions into one memory); they share few words, so each is
+    added, and a restated session still merges."""
+    kemem.init()
+    rows = [json.loads(line) for line in SESSIONS.read_text(encoding="utf-8").splitlines()]
+    sessions = [r for r in rows if r["user_id"] == "u_marco"][:4]
+    vectors = kemem.embedder.embed([r["description"] for r in sessions])
+    sims = vectors @ vectors.T
+    assert (sims[~np.eye(len(sessions), dtype=bool)] >= kemem.settings.dedup_threshold).all()
+    scope = {"agent_id": "sol", "user_id": "u_marco"}
+    for r in sessions:
+        rec = {k: r[k] for k in ("description", "created_at", "event_time") if k in r}
+        (res,) = kemem.add(rec, **scope, refresh=True)
+        assert res.event == "ADD"
+    assert kemem.count(**scope) == len(sessions)
+    restated = sessions[0]["description"].replace("talked", "chatted", 1)
+    (res,) = kemem.add(restated, **scope, refresh=True)
+    assert res.event == "UPDATE" and kemem.count(**scope) == len(sessions)
 
 
 @pytest.mark.engine

@@ -15,7 +15,7 @@ from typing import Any
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput, KememError, NotFound
-from kemem_es.memory.dedup import decide, merged_changes, nearest
+from kemem_es.memory.dedup import Decision, Match, decide, merged_changes, nearest
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MemoryKind
@@ -41,12 +41,17 @@ FIXED_FIELDS = ("id", "agent_id", "user_id", "db")  # an update cannot move a me
 
 class MemoryService:
     def __init__(
-        self, engine: Engine, writer: Callable[[], BulkWriter], dedup_threshold: float = 0.9
+        self,
+        engine: Engine,
+        writer: Callable[[], BulkWriter],
+        dedup_threshold: float = 0.9,
+        dedup_min_overlap: float = 0.6,
     ) -> None:
         self.engine = engine
         self._writer = writer
         self.crud = Crud(engine)
         self.dedup_threshold = dedup_threshold
+        self.dedup_min_overlap = dedup_min_overlap
 
     @cached_property
     def writer(self) -> BulkWriter:
@@ -124,7 +129,7 @@ class MemoryService:
         vector = self.writer.vectors([c.record])[0]
         if stored is None and dedup:
             (match,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
-            decision = decide(c.record.description, match, self.dedup_threshold)
+            decision = self._decide(c, match, kind)
             if match is not None and decision == "NOOP":
                 self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
                 return AddResult(
@@ -163,6 +168,12 @@ class MemoryService:
             previous=stored.source.get("description"),
         )
 
+    def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
+        """Events must also share their words (``dedup.decide``); entities are compared with the
+        same entity's attributes of the same kind only, where the cosine suffices."""
+        overlap = self.dedup_min_overlap if kind == "events" else 0.0
+        return decide(c.record.description, match, self.dedup_threshold, overlap)
+
     def dedup_imports(
         self, items: list[Checked], kind: MemoryKind, actor: str = "import"
     ) -> tuple[list[Checked], int, int]:
@@ -185,7 +196,7 @@ class MemoryService:
             triples = [(c.scope, c.record, v) for c, v in zip(new, vectors, strict=True)]
             matches = nearest(self.engine, triples, kind)
             for c, vec, match in zip(new, vectors, matches, strict=True):
-                decision = decide(c.record.description, match, self.dedup_threshold)
+                decision = self._decide(c, match, kind)
                 if match is None or decision == "ADD":
                     left.append(replace(c, embedded=vec))
                 elif decision == "NOOP":
