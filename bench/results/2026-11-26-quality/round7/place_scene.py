@@ -10,18 +10,19 @@ scene tokens at ``factor`` (a word's coverage takes its best field, as the engin
 """
 
 import pickle
-from datetime import datetime
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from bench.common import WORK, make_kemem
-from bench.dialogue_eval import load_queries, query_text
+from bench.dialogue_eval import load_queries
 from bench.evalset import metrics
 from kemem_es.search import events as ev
-from kemem_es.search.params import QueryParams
-from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.layout import DATABASES, index_alias
-from kemem_es.text.dialogue import context_turns, split_label
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside scope_idf.py
+from scope_idf import query_plan
 
 with open(WORK / "scope-idf-dialogue.pkl", "rb") as f:
     D = {d["qid"]: d for d in pickle.load(f)}
@@ -49,20 +50,9 @@ def scope(p):
 res = {}
 for q in load_queries(corpus="zh"):
     d = D[q["qid"]]
-    text, context = query_text(q)
-    p = QueryParams(
-        user_id=q["user_id"],
-        agent_id=q["agent_id"],
-        context=context,
-        now=datetime.fromisoformat(q["now"]),
-    )
+    p, vector, parts, words = query_plan(s, q)
     if d["ids"][0] not in src:
         scope(p)
-    turns = context_turns(p.context, p.context_turns)
-    vector, _, parts = s.text.query_vector(split_label(text).text, turns, p)
-    s.learn_names()
-    words = s.text.words(split_label(text).text, p, Stopwatch(), turns, vector)[3]
-    words = [*words, *s.text.bridge_words(p, words, s.search_entities(p, words, vector))]
     weighted = [w for w in words if w.weighted and w.weight > 0]
     assert len(weighted) == len(d["weights"])
     P = (

@@ -52,15 +52,37 @@ def match_factor(doc: dict[str, Any], word: Any) -> float:
     return best
 
 
+def query_plan(s: Any, q: dict[str, Any]) -> tuple[Any, list[float], list, list]:
+    """A dialogue query's parameters, vector, sentence vectors and search words (bridges
+    included), as the package's pipeline makes them."""
+    from bench.dialogue_eval import query_text
+    from kemem_es.search.params import QueryParams
+    from kemem_es.search.stopwatch import Stopwatch
+    from kemem_es.text.dialogue import context_turns, split_label
+
+    text, context = query_text(q)
+    p = QueryParams(
+        user_id=q["user_id"],
+        agent_id=q["agent_id"],
+        context=context,
+        now=datetime.fromisoformat(q["now"]),
+    )
+    utterance = split_label(text).text
+    turns = context_turns(p.context, p.context_turns)
+    vector, _, parts = s.text.query_vector(utterance, turns, p)
+    s.learn_names()
+    words = s.text.words(utterance, p, Stopwatch(), turns, vector)[3]
+    words = [*words, *s.text.bridge_words(p, words, s.search_entities(p, words, vector))]
+    return p, vector, parts, words
+
+
 def dump() -> None:
     from bench.common import make_kemem
-    from bench.dialogue_eval import load_queries, qrels, query_text
+    from bench.dialogue_eval import load_queries, qrels
     from kemem_es.search import events as ev
     from kemem_es.search.clauses import COVERAGE_FIELDS, coverage_clauses
     from kemem_es.search.params import QueryParams
-    from kemem_es.search.stopwatch import Stopwatch
     from kemem_es.store.layout import DATABASES, index_alias
-    from kemem_es.text.dialogue import context_turns, split_label
 
     s = make_kemem("bench-q6-zh").searcher
     gold = qrels("zh")
@@ -72,18 +94,7 @@ def dump() -> None:
 
     out = []
     for q in load_queries(corpus="zh"):
-        text, context = query_text(q)
-        p = QueryParams(
-            user_id=q["user_id"],
-            agent_id=q["agent_id"],
-            context=context,
-            now=datetime.fromisoformat(q["now"]),
-        )
-        turns = context_turns(p.context, p.context_turns)
-        vector, _, parts = s.text.query_vector(split_label(text).text, turns, p)
-        s.learn_names()
-        words = s.text.words(split_label(text).text, p, Stopwatch(), turns, vector)[3]
-        words = [*words, *s.text.bridge_words(p, words, s.search_entities(p, words, vector))]
+        p, vector, parts, words = query_plan(s, q)
         weighted = [w for w in words if w.weighted and w.weight > 0]
         fields = ["id", "event_time", "strength", "vector", *COVERAGE_FIELDS]
         docs = [h["_source"] for db in DATABASES for h in search(db, p, [], fields)]
