@@ -46,7 +46,7 @@ def dump(args: argparse.Namespace) -> list[dict[str, Any]]:
     from kemem_es.text.dialogue import context_turns, dialogue_window, keep_end, sentences
 
     km, gold = make_kemem(args.prefix), qrels()
-    emb = km.searcher.embedder
+    emb = km.embedder
     out = []
     for n, q in enumerate(load_queries()):
         text, context = query_text(q)

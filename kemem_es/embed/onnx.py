@@ -18,6 +18,8 @@ import numpy as np
 from kemem_es.errors import KememError
 
 if TYPE_CHECKING:
+    from tokenizers import Encoding
+
     from kemem_es.config import Settings
 
 Variant = Literal["int8", "fp32"]
@@ -177,7 +179,7 @@ class Embedder:
     def __repr__(self) -> str:
         return f"Embedder({self.name}, dim={self._dim}, path={self.onnx_path})"
 
-    def _windows(self, enc: Any) -> list[tuple[list[int], list[int]]]:
+    def _windows(self, enc: Encoding) -> list[tuple[list[int], list[int]]]:
         """An overflowing encoding's tokens in equal windows of at most ``long_window``, each
         framed by the text's own leading and trailing special tokens ([CLS] … [SEP])."""
         body = [

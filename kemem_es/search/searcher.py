@@ -74,7 +74,6 @@ class Searcher:
         expander: Expander | None,
     ) -> None:
         self.engine = engine
-        self.embedder = embedder
         self.text = QueryText(embedder, tokenizer, expander)
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
@@ -83,7 +82,7 @@ class Searcher:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
         self.learn_names()
         self.text.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
-        self.embedder.embed_one("预热一下")
+        self.text.embedder.embed_one("预热一下")
         # One whole query on a scope that holds nothing: both searches' code paths, the
         # engine's scripts and the scope counts' cache warmed before the first user's query.
         with contextlib.suppress(Exception):  # a warm-up never fails the searcher
