@@ -104,6 +104,27 @@ def test_events_round_trip_and_rerun_changes_nothing(kemem, tmp_path: Path) -> N
     assert kemem.engine.count(alias) == 2
 
 
+def test_reimporting_refreshes_what_an_older_derivation_wrote(kemem, tmp_path: Path) -> None:
+    """A document written before the tokens or the embedder's input changed is refreshed by
+    importing its source again (its hash carries ``DERIVATION_VERSION``); others stay as they
+    are. Without that, the README's "re-index from the source" would report them unchanged."""
+    kemem.init()
+    src = write_jsonl(tmp_path / "events.jsonl", EVENTS)
+    kemem.index_file(src, "events", "user")
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    doc_id = U1.doc_id("ev-1")
+    fresh = kemem.engine.get(alias, doc_id, routing=U1.routing)["_source"]
+    old = {"description_tok": "红 色 元 素", "content_hash": "written-by-an-older-derivation"}
+    kemem.engine.client.update(
+        index=alias, id=doc_id, routing=U1.routing, body={"doc": old}, refresh=True
+    )
+    again = kemem.index_file(src, "events", "user")
+    assert (again.indexed, again.updated, again.unchanged) == (0, 1, 1)
+    now = kemem.engine.get(alias, doc_id, routing=U1.routing)["_source"]
+    assert now["description_tok"] == fresh["description_tok"]
+    assert now["content_hash"] == fresh["content_hash"]
+
+
 def test_entities_round_trip(kemem, tmp_path: Path) -> None:
     kemem.init()
     report = kemem.index_file(write_jsonl(tmp_path / "en.jsonl", ENTITIES), "entities", "user")

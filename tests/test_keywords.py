@@ -35,6 +35,17 @@ def test_names_dropped_even_when_jieba_splits_them(tok: Tokenizer) -> None:
     assert any("咖啡" in w for w in words)
 
 
+def test_a_latin_name_drops_only_whole_words(tok: Tokenizer) -> None:
+    """Names are matched as characters so that a Chinese name jieba cuts is still dropped, but
+    a latin name must not take the words it sits inside: with Ann and Jo among the names,
+    annoyed, planned and enjoy once vanished from every query."""
+    text = "Ann was annoyed that Jo planned to enjoy the renovation without her, Jo's idea"
+    words = picked(text, tok, exclude=["Ann", "Jo", "Nova"])
+    assert {"annoy", "plan", "enjoy", "renov", "idea"} <= set(words)
+    assert not {"ann", "jo"} & set(words)
+    assert "木木" not in picked("木木说好的", tok, exclude=["木木"])
+
+
 def test_one_character_words_flagged(tok: Tokenizer) -> None:
     by_word = {b.word: b for b in pick_base_words("我的猫喜欢红色的玫瑰", tokenizer=tok)}
     assert by_word["猫"].single_char is True

@@ -505,3 +505,40 @@ def test_an_english_dialogue_runs_on_its_words(kemem) -> None:
     assert [e.index for e in asked.memory_events][:1] == ["en-vet"]
     assert kemem.query("should I take an umbrella tomorrow?", **recall).memory_events == []
     assert kemem.query("haha yeah", **recall).memory_events == []
+
+
+def test_another_tenants_names_stay_search_words(kemem) -> None:
+    """Only the scope's own user and agent names are left out of its search words. Every
+    indexed name used to be: a user called 小雨 in one scope took 小雨 (the roommate) out of
+    every other scope's queries."""
+    kemem.init()
+
+    def said(id_: str, user: str, name: str, text: str) -> EventRecord:
+        return EventRecord(
+            id=id_,
+            agent_id=A,
+            user_id=user,
+            user_name=name,
+            agent_name="祁煜",
+            description=text,
+            created_at="2025-05-01 10:00:00",
+        )
+
+    kemem.index_records(
+        [
+            said("rain", "u_a", "木木", "木木说室友小雨昨天又没带伞，淋得像落汤鸡。"),
+            said("show", "u_a", "木木", "木木周末去看了一场画展，回来很开心。"),
+            said("late", "u_b", "小雨", "小雨今天加班到很晚，地铁都停了。"),
+        ],
+        "events",
+        "user",
+    )
+    scope = {"agent_id": A, "now": NOW, "score_threshold": 0.0}
+    mine = kemem.query("小雨最近怎么样了", user_id="u_a", **scope)
+    assert "小雨" in mine.additional_info.base_words
+    assert mine.memory_events[0].index == "rain"
+    assert (
+        "木木" not in kemem.query("木木今天好累", user_id="u_a", **scope).additional_info.base_words
+    )
+    own = kemem.query("小雨今天好累", user_id="u_b", **scope)
+    assert "小雨" not in own.additional_info.base_words

@@ -10,7 +10,7 @@ import pytest
 import rjieba
 
 from kemem_es.text import Tokenizer, default_stopwords, default_tokenizer, normalize
-from kemem_es.text.tokenizer import _HAN, _WORDY, USER_DICT_PATH, stem
+from kemem_es.text.tokenizer import _HAN, _WORDY, USER_DICT_PATH, dictionary_word, stem
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,22 @@ def test_added_words_stay_whole_without_touching_global_jieba(tok: Tokenizer) ->
     assert "祁煜" in tok.tokenize("祁煜在画画")
     assert "祁煜" not in jieba.dt.FREQ
     assert not rjieba.has_word("祁煜")
+
+
+def test_latin_names_do_not_cut_english_words_apart(tmp_path) -> None:
+    """A user named Ed once made `need` two tokens (ne, ed), in every tenant's text: a plain
+    latin word in jieba's dictionary can only cut longer latin words, which jieba keeps whole
+    without it. Names with Han characters still become words."""
+    text = "I need to call Ann about the planned education trip, she was annoyed"
+    plain = Tokenizer().tokenize(text)
+    tok = Tokenizer()
+    tok.add_words(["Ed", "Al", "Ann", "Dev", "小K"])
+    assert tok.tokenize(text) == plain
+    assert "ann" in plain and "need" in plain and "educ" in plain
+    assert tok.tokenize("小K和Ed去了") == ["小k", "和", "ed", "去", "了"]
+    path = tmp_path / "user.txt"
+    path.write_text("al 100\n星语者\n", encoding="utf-8")
+    assert Tokenizer(user_dict_paths=[path]).tokenize(text) == plain
 
 
 def test_user_dict_file(tmp_path) -> None:
@@ -104,13 +120,14 @@ def test_cuts_exactly_like_python_jieba() -> None:
         ref.add_word(word.lower(), ref.FREQ[word])
     for line in USER_DICT_PATH.read_text(encoding="utf-8").splitlines():
         parts = normalize(line).split()
-        if parts and not parts[0].startswith("#"):
+        if parts and not parts[0].startswith("#") and dictionary_word(parts[0]):
             ref.add_word(parts[0], int(parts[1]) if len(parts) > 1 else None)
     for name in names:
         ref.add_word(name)
     texts = _corpus_texts()
     assert len(texts) > 3000
-    for text in [*texts, "买了件T恤去做B超", "Caroline went running, 然后吃火锅"]:
+    extra = ["买了件T恤去做B超", "Caroline went running, 然后吃火锅", "a memory, 好emo"]
+    for text in [*texts, *extra]:
         norm = normalize(text)
         want = [
             stem(t.strip()) for t in ref.lcut(norm, HMM=False) if t.strip() and _WORDY.search(t)

@@ -51,7 +51,10 @@ class QueryText:
         self.embedder = embedder
         self.tokenizer = tokenizer
         self.expander = expander
-        self.person_names: set[str] = set()  # user and agent names: never search words
+        # Every indexed user and agent name (lowercase): a query that mentions one asks the
+        # engine whose names they are (``Searcher.scope_names``); only the scope's own user's
+        # and agent's names are left out of its search words.
+        self.person_names: set[str] = set()
         self._known_names: set[str] = set()
         self._word_tokens: dict[str, tuple[str, ...]] = {}
         self._word_vectors: dict[str, np.ndarray] = {}
@@ -63,6 +66,17 @@ class QueryText:
             self.tokenizer.add_words(sorted(new))
             self._known_names |= new
             self._word_tokens.clear()  # a new dictionary word can change how words split
+
+    def mentioned_names(self, texts: Iterable[str]) -> set[str]:
+        """The indexed user and agent names that these texts hold as whole tokens (names are
+        jieba words, so a Chinese name is one token; a latin one is a word of its own)."""
+        if not self.person_names:
+            return set()
+        found: set[str] = set()
+        for text in texts:
+            norm, spans = self.tokenizer.tokenize_spans(text)
+            found |= {norm[start:end].strip() for _, start, end in spans} & self.person_names
+        return found
 
     def tokens(self, word: str) -> tuple[str, ...]:
         """A search word's tokens, as the index has them; lexicon words recur, so cached."""
@@ -105,15 +119,17 @@ class QueryText:
         clock: Stopwatch,
         turns: Sequence[Turn] = (),
         vector: Sequence[float] | None = None,
+        scope_names: Iterable[str] = (),
     ) -> Words:
         """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
         turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
-        expansions of the utterance's base words. Names — the caller's, every indexed user and
-        agent name, speaker labels — are never search words."""
+        expansions of the utterance's base words. Names — the caller's, the scope's user and
+        agent (``scope_names``), speaker labels — are never search words; another tenant's
+        user called 小雨 or Sam leaves 小雨 and Sam to this one's queries."""
         labels = [t.speaker for t in turns if t.speaker]
         names = [n for n in (params.user_name, params.agent_name) if n]
         self.add_names(names + [lb for lb in labels if len(lb) > 1])
-        exclude = set(names) | set(labels) | self.person_names
+        exclude = set(names) | set(labels) | set(scope_names)
         idf = self.expander.idf if self.expander is not None else None
         base, tokens = base_words_with_tokens(text, params.top_k, exclude, self.tokenizer, idf)
         seen = {b.word for b in base}
@@ -171,6 +187,7 @@ class QueryText:
         params: QueryParams,
         words: list[SearchWord],
         entities: Sequence[tuple[dict[str, Any], float]],
+        scope_names: Iterable[str] = (),
     ) -> list[SearchWord]:
         """Names of the concrete entities the utterance is about become search words for the
         events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
@@ -180,7 +197,7 @@ class QueryText:
         agent's own names are left out."""
         if params.bridge_threshold >= 1.0:
             return []
-        taken = {w.word for w in words} | self.person_names
+        taken = {w.word for w in words} | set(scope_names)
         top = max((w.weight for w in words if w.level is None), default=1.0)
         out: list[SearchWord] = []
         for hit, score in sorted(entities, key=lambda hs: -hs[1]):

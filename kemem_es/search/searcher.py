@@ -17,7 +17,7 @@ from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, coverage_clauses, keyword_clauses
-from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
+from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, entity_scope
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit
@@ -29,13 +29,14 @@ from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.layout import DATABASES, index_alias
 from kemem_es.text.dialogue import context_turns, is_small_talk, split_label
-from kemem_es.text.tokenizer import Tokenizer
+from kemem_es.text.tokenizer import Tokenizer, normalize
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
 # 2 cores: exact 13 ms vs approximate 5 ms of engine time.
 EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
 NAMES_TTL_S = 300.0
+SCOPE_NAMES_CACHE = 10_000  # scopes whose user and agent names are remembered
 # an event answer: (database, engine hit, calibrated score, signals when explained)
 EventResult = tuple[Database, dict[str, Any], float, Signals | None]
 
@@ -77,6 +78,7 @@ class Searcher:
         self.text = QueryText(embedder, tokenizer, expander)
         self._counts: dict[str, tuple[float, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
+        self._scope_names: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table, the names and the model now, not on the first query."""
@@ -120,6 +122,36 @@ class Searcher:
             if 1 < len(b["key"]) <= 12
         }
         self.text.add_names(names)
+
+    def scope_names(self, params: QueryParams, texts: Sequence[str]) -> frozenset[str]:
+        """The names of this scope's user and agent, when the texts mention any indexed user or
+        agent name (else nothing to leave out, and no round trip): one small aggregation over
+        the scope's memories, remembered for ``NAMES_TTL_S``."""
+        if not self.text.person_names or not offload(self.text.mentioned_names, texts):
+            return frozenset()
+        key = (params.agent_id, params.user_id)
+        cached = self._scope_names.get(key)
+        if cached is not None and time.monotonic() - cached[0] < NAMES_TTL_S:
+            return cached[1]
+        prefix = self.engine.settings.index_prefix
+        indices = ",".join(
+            index_alias(prefix, db, kind) for db in DATABASES for kind in ("events", "entities")
+        )
+        body = {
+            "size": 0,
+            "query": {"bool": {"filter": entity_scope(params.agent_id, params.user_id)}},
+            "aggs": {f: {"terms": {"field": f, "size": 10}} for f in ("user_name", "agent_name")},
+        }
+        resp = self.engine.search(indices, body, ignore_unavailable=True)
+        names = frozenset(
+            normalize(b["key"]).strip()
+            for agg in resp.get("aggregations", {}).values()
+            for b in agg["buckets"]
+        )
+        if len(self._scope_names) >= SCOPE_NAMES_CACHE:
+            self._scope_names.clear()
+        self._scope_names[key] = (time.monotonic(), names)
+        return names
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -339,9 +371,11 @@ class Searcher:
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         vector, trimmed, parts = offload(self.text.query_vector, utterance, turns, params)
         clock.lap("embed")
-        self.learn_names()  # may search the engine: not inside the offloaded CPU stage
+        # engine searches, not inside the offloaded CPU stage:
+        self.learn_names()
+        names = self.scope_names(params, [utterance, *(t.text for t in turns)])
         base, tokens, expanded, words = offload(
-            self.text.words, utterance, params, clock, turns, vector
+            self.text.words, utterance, params, clock, turns, vector, names
         )
         # Entities and events in one round trip, which the engine serves in parallel. The
         # entities can lend the events bridge words (``bridge_words``); only then, a few
@@ -352,7 +386,7 @@ class Searcher:
         responses = self.engine.msearch([*searches, *extra])
         clock.lap("search_events")
         scored_entities = self.score_entities(params, responses[-1]) if extra else []
-        bridges = self.text.bridge_words(params, words, scored_entities)
+        bridges = self.text.bridge_words(params, words, scored_entities, names)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
         entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
         clock.lap("search_entities")

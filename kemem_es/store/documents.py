@@ -62,11 +62,20 @@ def record_names(record: MemoryRecord) -> list[str]:
     return [n for n in names if n and 1 < len(n) <= 12]
 
 
+# What a document derives from its record besides the model: tokens, sub-words, the embedder's
+# input. Bumped when that changes, so re-importing the same source refreshes documents written
+# before (2: latin names no longer cut English words apart, round 8 of issue 12).
+DERIVATION_VERSION = 2
+
+
 def content_hash(record: MemoryRecord, model_name: str) -> str:
-    """Changes when anything the caller wrote (strength included) or the model changes:
-    re-importing an unchanged record is a no-op, a strength-only edit is an update."""
+    """Changes when anything the caller wrote (strength included), the model or the derivation
+    (``DERIVATION_VERSION``) changes: re-importing an unchanged record is a no-op, a
+    strength-only edit is an update, and a store written by an older derivation is refreshed
+    by importing its source again."""
     payload = record.model_dump(mode="json", exclude={"vector"})
     payload["_model"] = model_name
+    payload["_derivation"] = DERIVATION_VERSION
     digest = hashlib.sha1(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode())
     if record.vector is not None:  # bytes, not JSON text: hashing 512 floats stays cheap
         digest.update(np.asarray(record.vector, dtype=np.float32).tobytes())

@@ -20,6 +20,7 @@ JIEBA_IDF_PATH = Path(jieba.__file__).resolve().parent / "analyse" / "idf.txt"
 
 # A base word must carry meaning: a Han character or a latin letter (no bare numbers or symbols).
 _CONTENT = re.compile(r"[\u3400-\u9fffA-Za-z]")
+_ALNUM = re.compile(r"[a-z0-9]")  # normalised (lowercase) latin letters and digits
 _LATIN_WORD = re.compile(r"[a-z]+")
 
 
@@ -150,18 +151,32 @@ def read_jsonl_texts(path: str | Path, field: str = "text") -> Iterator[str]:
 
 
 def _name_mask(norm: str, names: Iterable[str]) -> list[bool] | None:
-    """Characters of ``norm`` covered by a name, so a name jieba splits (木/木) is still dropped."""
+    """Characters of ``norm`` covered by a name, so a name jieba splits (木/木) is still dropped.
+    A name's latin or digit edge must meet a word boundary: Ann is not in annoyed, nor Jo in
+    enjoy."""
     mask: list[bool] | None = None
     for name in names:
         if len(name) < 2:
             continue
         start = norm.find(name)
         while start != -1:
-            if mask is None:
-                mask = [False] * len(norm)
-            mask[start : start + len(name)] = [True] * len(name)
-            start = norm.find(name, start + len(name))
+            end = start + len(name)
+            if not (_cuts_run(norm, start - 1, start) or _cuts_run(norm, end - 1, end)):
+                if mask is None:
+                    mask = [False] * len(norm)
+                mask[start:end] = [True] * len(name)
+            start = norm.find(name, start + 1)
     return mask
+
+
+def _cuts_run(text: str, left: int, right: int) -> bool:
+    """Whether a boundary between ``left`` and ``right`` would split a latin/digit word."""
+    return (
+        left >= 0
+        and right < len(text)
+        and _ALNUM.match(text[left]) is not None
+        and _ALNUM.match(text[right]) is not None
+    )
 
 
 def base_words_with_tokens(

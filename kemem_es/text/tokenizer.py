@@ -27,6 +27,15 @@ USER_DICT_PATH = LEXICON_DIR / "userdict.txt"
 _WORDY = re.compile(r"[^\W_]")
 _LATIN = re.compile(r"[a-z]+")
 _HAN = re.compile(r"^[\u3400-\u9fff]+$")
+# jieba keeps a run of latin letters and digits whole by itself; as a dictionary word such a
+# run can only cut longer words apart (a user named Ed: need → ne + ed, education → ed + ucat).
+_LATIN_RUN = re.compile(r"[a-z0-9]+")
+
+
+def dictionary_word(word: str) -> bool:
+    """Whether a (normalised) word belongs in jieba's dictionary: not blank, no spaces, and not
+    a plain latin/digit run, which jieba keeps whole without it."""
+    return bool(word) and not any(c.isspace() for c in word) and not _LATIN_RUN.fullmatch(word)
 
 
 @lru_cache(maxsize=1)
@@ -121,7 +130,7 @@ class Tokenizer:
     def add_words(self, words: Iterable[str]) -> None:
         """Make words (entity, user and agent names, domain terms) single tokens from now on."""
         clean = [normalize(w).strip() for w in words]
-        clean = [w for w in clean if w and not any(c.isspace() for c in w)]
+        clean = [w for w in clean if dictionary_word(w)]
         with self._lock:
             if self._jieba is None:
                 self._pending_words.extend(clean)
@@ -205,7 +214,8 @@ class Tokenizer:
 
 
 def _read_user_dict(path: Path) -> list[tuple[str, int | None, str | None]]:
-    """Parse ``word [freq] [pos]`` lines; a missing freq lets jieba pick one that keeps it whole."""
+    """Parse ``word [freq] [pos]`` lines; a missing freq lets jieba pick one that keeps it whole.
+    Plain latin words (emo, yyds) are left out: jieba keeps them whole anyway."""
     entries: list[tuple[str, int | None, str | None]] = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
@@ -216,7 +226,8 @@ def _read_user_dict(path: Path) -> list[tuple[str, int | None, str | None]]:
                 raise ValueError(f"{path}:{n}: frequency must be an integer, got {parts[1]!r}")
             freq = int(parts[1]) if len(parts) > 1 else None
             tag = parts[2] if len(parts) > 2 else None
-            entries.append((parts[0], freq, tag))
+            if dictionary_word(parts[0]):
+                entries.append((parts[0], freq, tag))
     return entries
 
 
