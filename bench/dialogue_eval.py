@@ -178,7 +178,7 @@ def run_mode(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    km = make_kemem(args.prefix)
+    km = make_kemem(args.prefix, variant=args.variant)
     styles = args.styles or (list(STYLES[3:]) if args.corpus == "en" else list(STYLES[:3]))
     queries = load_queries(args.split, styles, args.corpus)
     gold = qrels(args.corpus)
@@ -290,6 +290,7 @@ def parser() -> argparse.ArgumentParser:
         default="written",
         help="the events' keywords as written, from the package's TF-IDF picker, or none",
     )
+    p.add_argument("--variant", choices=["int8", "fp32"], default="int8", help="model variant")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")
     p.add_argument("--reuse", action="store_true", help="indices already there: query only")

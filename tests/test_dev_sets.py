@@ -32,3 +32,39 @@ def test_the_english_set_is_built_from_its_sources() -> None:
     for q in queries:  # every gold memory exists and lives in the query's own scope
         assert q["turns"][-1]["role"] == "user"
         assert all(g.startswith(f"en-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
+
+
+def test_the_entity_set_is_well_formed() -> None:
+    """bench/entities: every English entity validates as an EntityRecord; every gold id exists
+    and lives in the query's own scope or is its agent's persona; a `none` query has no gold."""
+    from pathlib import Path
+
+    from kemem_es.models import EntityRecord
+
+    here = Path(build.HERE).parent / "entities"
+    demo = Path(build.HERE).parents[1] / "kemem_es" / "demo"
+    rows = []
+    for path in (
+        here / "entities_en.jsonl",
+        demo / "user_entities.jsonl",
+        demo / "official_entities.jsonl",
+    ):
+        rows += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        EntityRecord(**row)
+    owner = {r["id"]: (r["agent_id"], r.get("user_id")) for r in rows}
+    counts: Counter = Counter()
+    for lang in ("zh", "en"):
+        for line in (here / f"queries_{lang}.jsonl").read_text(encoding="utf-8").splitlines():
+            q = json.loads(line)
+            counts[(lang, q["style"])] += 1
+            assert q["turns"][-1]["role"] == "user"
+            assert (q["style"] == "none") == (not q["gold"])
+            for g in q["gold"]:
+                assert owner[g] in {(q["agent_id"], q["user_id"]), (q["agent_id"], None)}, g
+    assert counts == {
+        ("zh", "about"): 72,
+        ("zh", "none"): 28,
+        ("en", "about"): 54,
+        ("en", "none"): 21,
+    }

@@ -185,7 +185,7 @@ def test_what_the_default_threshold_asks_of_a_memory() -> None:
 
 
 def test_entity_evidence_keeps_its_own_calibration() -> None:
-    from kemem_es.search.entities import ENTITY_WEIGHTS, entity_offset
+    from kemem_es.search.entities import entity_offset
 
     p = QueryParams(agent_id="a", user_id="u")
     moved = QueryParams(agent_id="a", user_id="u", vec_floor=0.5, vec_ceil=0.9)
@@ -193,7 +193,7 @@ def test_entity_evidence_keeps_its_own_calibration() -> None:
     assert ev.vec_scale(p, entity=True) == ev.vec_scale(moved, entity=True)
     lo, span = ev.vec_scale(p, entity=True)
     assert (lo, lo + span) == pytest.approx(((1 + 0.62) / 2, (1 + 0.80) / 2))
-    assert entity_offset(p, True) == pytest.approx(ENTITY_WEIGHTS["vec"] * lo / span)
+    assert entity_offset(p, True) == pytest.approx(p.entity_weights.vec * lo / span)
     with pytest.raises(ValidationError, match="entity_vec_ceil"):
         QueryParams(agent_id="a", user_id="u", entity_vec_floor=0.8, entity_vec_ceil=0.7)
 
@@ -288,7 +288,13 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     assert latin.weights.kw > 0.8 > p.weights.kw
     assert script_params(p, ["我那只狗最近好像胖了", "小满：豆包怎么了"]) == (p, "default")
     chosen = QueryParams(agent_id="a", user_id="u", weights=Weights())
-    assert script_params(chosen, ["pickles is sneezing"]) == (chosen, "default")
+    kept, profile = script_params(chosen, ["pickles is sneezing"])
+    assert profile == "default" and kept.weights == chosen.weights
+    # English entities lean on their words alone (m3e's English cosines do not separate them)
+    assert latin.entity_weights == kept.entity_weights == p.latin_entity_weights
+    assert p.latin_entity_weights.vec == 0 and p.entity_weights.vec > 0
+    both = QueryParams(agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6)
+    assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):
         QueryParams(agent_id="a", user_id="u", latin_weights={"kw": 0.9, "vec": 0.2})
 

@@ -61,7 +61,6 @@ ENTITY_COVERAGE_FIELDS = {
     "entity_name_tok": 1.0,
     "description_tok": 0.9,
 }
-ENTITY_WEIGHTS = {"kw": 0.6, "vec": 0.4}
 ANN_CANDIDATES = 10
 RESCORE_WINDOW = 20
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
@@ -74,9 +73,11 @@ def entity_body(
     vector: Sequence[float] | None = None,
 ) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search.
-    The score is 0.6·coverage + 0.4·vec (raw: minus ``entity_offset``): coverage as for the
-    events, vec on the entities' own calibration (``entity_vec_floor``/``entity_vec_ceil``);
-    without an engine/vector, coverage alone."""
+    The score is kw·coverage + vec·vec (``entity_weights``, 0.6/0.4; raw: minus
+    ``entity_offset``): coverage as for the events, vec on the entities' own calibration
+    (``entity_vec_floor``/``entity_vec_ceil``); without an engine/vector, or with a vector
+    weight of 0 (English), coverage alone (the nearest entities in meaning are candidates
+    still: a tier searched on its keyword may hold the query's words in its description)."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
     should = keyword_clauses(words, shared)
     for tier in TIERS:
@@ -111,7 +112,7 @@ def entity_body(
     if params.exclude_ids:
         query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
     # 0.6 × coverage straight from the bool query (its boost): no per-document script.
-    query["boost"] = ENTITY_WEIGHTS["kw"]
+    query["boost"] = params.entity_weights.kw
     limit = params.entity_limit if params.entity_limit is not None else params.limit
     body: dict[str, Any] = {
         # the best ``limit`` by evidence; the caller orders them by tier
@@ -120,11 +121,11 @@ def entity_body(
         "_source": {"excludes": SOURCE_EXCLUDES},
         "query": {"bool": query},
     }
-    if engine is not None and vector is not None:
+    if engine is not None and vector is not None and params.entity_weights.vec > 0:
         # The vector term is added to the best candidates only (a rescore window): scoring it
         # on every keyword candidate of a 20k-entity official database costs ~10 ms.
         _, span = vec_scale(params, entity=True)
-        vec_fn = engine.vector_function(VECTOR_FIELD, vector, ENTITY_WEIGHTS["vec"] / span)
+        vec_fn = engine.vector_function(VECTOR_FIELD, vector, params.entity_weights.vec / span)
         body["rescore"] = {
             "window_size": max(2 * limit, RESCORE_WINDOW),
             "query": {
@@ -147,4 +148,4 @@ def entity_offset(params: QueryParams, with_vector: bool) -> float:
     if not with_vector:
         return 0.0
     lo, span = vec_scale(params, entity=True)
-    return ENTITY_WEIGHTS["vec"] * lo / span
+    return params.entity_weights.vec * lo / span

@@ -38,6 +38,17 @@ class Weights(BaseModel):
         return self
 
 
+class EntityWeights(BaseModel):
+    """Entity evidence = kw·coverage + vec·(calibrated cosine), capped at 1. Not a sum to 1:
+    the latin profile scales coverage alone (coverage 0.16 of an English query's words is
+    evidence 0.4, the default ``entity_threshold``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kw: float = Field(0.6, gt=0)
+    vec: float = Field(0.4, ge=0)
+
+
 class QueryParams(BaseModel):
     """One query's knobs (SPEC §2); defaults follow the ES generation of the old service.
     An unknown knob is an error, never silently ignored."""
@@ -94,6 +105,17 @@ class QueryParams(BaseModel):
     vec_ceil: float = Field(0.773, gt=-1, le=1, description="event cosine scored 1")
     # The entity evidence (0.6·coverage + 0.4·vec) and its thresholds (entity_threshold,
     # bridge_threshold) were set on this scale; it does not move with the events' calibration.
+    entity_weights: EntityWeights = Field(default_factory=EntityWeights)
+    # m3e scores an English chat turn 0.70–0.83 against unrelated English entities, about what
+    # it gives the related ones, so the cosine put an unrelated entity in front of 62 % of
+    # unrelated English chat turns (entity dev set, bench/entities). English entity evidence is
+    # keyword coverage alone: those turns get none in 90 %, and the entities returned are the
+    # ones written down as relevant 59 % of the time instead of 37 % (bench/results/…-quality,
+    # round 8).
+    latin_entity_weights: EntityWeights = Field(
+        default_factory=lambda: EntityWeights(kw=2.5, vec=0.0),
+        description="entity evidence for a query in latin script (English), see script_params",
+    )
     entity_vec_floor: float = Field(
         0.62, ge=-1, lt=1, description="entity evidence: cosine scored 0"
     )
@@ -181,17 +203,27 @@ def mostly_latin(text: str) -> bool:
 
 
 CALIBRATION = frozenset({"weights", "vec_floor", "vec_ceil"})
+ENTITY_CALIBRATION = frozenset({"entity_weights", "entity_vec_floor", "entity_vec_ceil"})
 
 
 def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParams, str]:
     """The parameters a query runs with, and its profile: ``latin`` (``latin_weights`` on
     the ``latin_vec_*`` scale) when the utterance and the turns used are mostly latin script
-    and the caller chose none of the weights or the event cosine scale; else ``default``."""
-    if CALIBRATION & params.model_fields_set or not mostly_latin("\n".join(texts)):
+    and the caller chose none of the weights or the event cosine scale; else ``default``.
+    A latin-script query's entities take ``latin_entity_weights`` unless the caller set the
+    entity weights or the entity cosine scale."""
+    if not mostly_latin("\n".join(texts)):
         return params, "default"
-    latin = {
-        "weights": params.latin_weights,
-        "vec_floor": params.latin_vec_floor,
-        "vec_ceil": params.latin_vec_ceil,
-    }
-    return params.model_copy(update=latin), "latin"
+    chosen = params.model_fields_set
+    update: dict[str, object] = {}
+    if not ENTITY_CALIBRATION & chosen:
+        update["entity_weights"] = params.latin_entity_weights
+    profile = "default"
+    if not CALIBRATION & chosen:
+        update.update(
+            weights=params.latin_weights,
+            vec_floor=params.latin_vec_floor,
+            vec_ceil=params.latin_vec_ceil,
+        )
+        profile = "latin"
+    return (params.model_copy(update=update) if update else params), profile
