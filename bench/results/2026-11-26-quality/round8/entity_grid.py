@@ -1,0 +1,58 @@
+"""How the latin entity profile was chosen: evidence profiles over the entity dev set's dump.
+
+    python bench/results/2026-11-26-quality/round8/entity_grid.py \
+        bench/results/2026-11-26-quality/round8/entities_dump.json
+
+The dump (``python -m bench.entity_eval --dump``) holds every candidate's keyword coverage and
+cosine. Evidence = kw·coverage + (1 − kw)·(cos − floor)/0.18, the top 5 at or above t. A
+profile is chosen on half a (odd query numbers) by the F1 of recall and precision among those
+whose `none` turns get nothing in at least 85 %; b is the check. Output: entity_grid.txt.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+
+from bench.entity_eval import score_query, summarise
+
+
+def run(rows: list[dict], kw: float, floor: float, t: float) -> tuple[float, ...]:
+    by_style: dict[str, list[dict[str, float]]] = {}
+    for r in rows:
+        ev = {
+            e: kw * c["cov"] + (1 - kw) * (c["cos"] - floor) / 0.18
+            for e, c in r["candidates"].items()
+        }
+        top = sorted((e for e in ev if ev[e] >= t and ev[e] > 0), key=ev.get, reverse=True)[:5]
+        by_style.setdefault(r["style"], []).append(score_query(top, r["gold"]))
+    a, n = summarise(by_style["about"]), summarise(by_style["none"])
+    return a.get("recall", 0), a.get("precision", 0), a.get("hit", 0), n.get("clean", 0)
+
+
+def main(path: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)["en"]
+
+    def half(h: str) -> list[dict]:
+        return [r for r in rows if int(r["qid"].rsplit("-", 1)[1]) % 2 == (h == "a")]
+
+    kws, floors = (0.6, 0.7, 0.8, 0.9, 1.0), (0.70, 0.74, 0.78, 0.82)
+    grid = itertools.product(kws, floors, (0.06, 0.08, 0.1, 0.12, 0.14, 0.16, 0.2))
+    out = []
+    for kw, floor, t in grid:
+        a, b, both = (run(x, kw, floor, t) for x in (half("a"), half("b"), rows))
+        f1 = 2 * a[0] * a[1] / (a[0] + a[1]) if a[0] + a[1] else 0.0
+        out.append((f1 if a[3] >= 0.85 else 0.0, kw, floor, t, a, b, both))
+    out.sort(key=lambda r: -r[0])
+    print("rank: F1 on half a (none turns clean >= 0.85); R / P / hit / clean per half and all")
+    for r in out[:10]:
+        print(f"F1_a {r[0]:.3f} kw {r[1]} floor {r[2]} t {r[3]}  a {r[4]}  b {r[5]}  all {r[6]}")
+    before = [run(x, 0.6, 0.62, 0.4) for x in (half("a"), half("b"), rows)]
+    print(f"the old evidence (0.6 / 0.62-0.80 / 0.4): a {before[0]}  b {before[1]}", end="")
+    print(f"  all {before[2]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
