@@ -9,7 +9,7 @@ import platform
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -127,6 +127,19 @@ def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
         model_variant=variant,
         **overrides,
     )
+
+
+@contextlib.contextmanager
+def eval_indices(km: Any, reuse: bool, keep: bool) -> Iterator[bool]:
+    """An eval's indices under ``km``'s prefix: fresh ones unless ``reuse`` (yields whether
+    to index), dropped afterwards, also on failure, unless ``keep`` or ``reuse``."""
+    if not reuse:
+        drop_indices(km)
+    try:
+        yield not reuse
+    finally:
+        if not keep and not reuse:
+            drop_indices(km)
 
 
 def drop_indices(km: Any) -> None:

@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import cli_main, drop_indices, make_kemem, percentiles, stamp
+from bench.common import cli_main, eval_indices, make_kemem, percentiles, stamp
 from bench.evalset import METRICS, mean_metrics, metrics
 
 HERE = Path(__file__).resolve().parent / "dialogue"
@@ -192,10 +192,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "overrides": extra,
         "settings": "limit=10, score_threshold=0, context=earlier turns, now=2025-10-01T12:00",
     }
-    if not args.reuse:
-        drop_indices(km)
-        result["index"] = index_corpus(km, args.corpus, args.keywords)
-    try:
+    with eval_indices(km, args.reuse, args.keep) as fresh:
+        if fresh:
+            result["index"] = index_corpus(km, args.corpus, args.keywords)
         result["modes"] = {}
         for mode in args.modes or MODES:
             r = run_mode(km, queries, gold, mode, extra, args.workers)
@@ -208,9 +207,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if name in r["by_style"] and name in r["by_set"] and sub is r["by_style"][name]:
                     continue  # a set of one style (long): printed once
                 print(f"    {name:12s} {_line(sub)}", file=sys.stderr)
-    finally:
-        if not args.keep and not args.reuse:
-            drop_indices(km)
     result["stamp"] = stamp(km)
     return result
 

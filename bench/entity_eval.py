@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import cli_main, drop_indices, make_kemem, stamp
+from bench.common import cli_main, eval_indices, make_kemem, stamp
 
 HERE = Path(__file__).resolve().parent / "entities"
 EN_EVENTS = Path(__file__).resolve().parent / "dialogue_en" / "events.jsonl"
@@ -172,10 +172,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": "defaults (limit 5, entity_threshold 0.4), context = earlier turns, "
         "now=2025-10-01T12:00",
     }
-    if not args.reuse:
-        drop_indices(km)
-        result["index"] = index_corpus(km, args.corpus)
-    try:
+    with eval_indices(km, args.reuse, args.keep) as fresh:
+        if fresh:
+            result["index"] = index_corpus(km, args.corpus)
         result["sets"] = {}
         for corpus in args.corpus:
             r = run_set(km, corpus, args.split, extra)
@@ -185,9 +184,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.dump:
             dump = {c: dump_candidates(km, c) for c in args.corpus}
             args.dump.write_text(json.dumps(dump, ensure_ascii=False), encoding="utf-8")
-    finally:
-        if not args.keep and not args.reuse:
-            drop_indices(km)
     result["stamp"] = stamp(km)
     return result
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import WORK, cli_main, drop_indices, make_kemem, percentiles, stamp
+from bench.common import WORK, cli_main, eval_indices, make_kemem, percentiles, stamp
 from bench.evalset import METRICS, EvalSet, mean_metrics, metrics, source_file
 
 AGENT = "eval"
@@ -175,9 +175,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{sum(len(v) for v in es.qrels.values())} gold links",
         file=sys.stderr,
     )
-    if not args.reuse:
-        drop_indices(km)
-        km.init()
     extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
         "eval_set": es.name,
@@ -190,13 +187,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settings": "limit=10, score_threshold=0, entity_limit=0, now=query timestamp",
         "overrides": extra,
     }
-    try:
+    with eval_indices(km, args.reuse, args.keep) as fresh:
+        if fresh:
+            km.init()
         texts = [d["text"] for d in es.docs]
         vecs = embeddings(km, texts, args.variant)
         files = sorted({source_file(d["namespace"]) for d in es.docs})
         pooled_files = set(files) if not args.pooled_files else set(args.pooled_files)
         per_ns, pooled = build_records(km, es, vecs, args.keywords, pooled_files)
-        if not args.reuse:
+        if fresh:
             result["index_per_namespace"] = index_all(km, per_ns, "per-namespace")
             if not args.no_pooled:
                 result["index_pooled"] = index_all(km, pooled, "pooled-by-file")
@@ -217,9 +216,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             pq = sample(pq, args.pooled_limit_queries or args.limit_queries, seed=1)
             result["pooled_files"] = sorted(pooled_files)
             result["pooled"] = all_modes(pq, True, "pooled")
-    finally:
-        if not args.keep and not args.reuse:
-            drop_indices(km)
     result["stamp"] = stamp(km)
     return result
 
