@@ -111,7 +111,7 @@ def entity_body(
     }
     if params.exclude_ids:
         query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
-    # 0.6 × coverage straight from the bool query (its boost): no per-document script.
+    # kw × coverage straight from the bool query (its boost): no per-document script.
     query["boost"] = params.entity_weights.kw
     limit = params.entity_limit if params.entity_limit is not None else params.limit
     body: dict[str, Any] = {

@@ -105,22 +105,22 @@ class QueryParams(BaseModel):
     vec_ceil: float = Field(0.773, gt=-1, le=1, description="event cosine scored 1")
     # The entity evidence (0.6·coverage + 0.4·vec) and its thresholds (entity_threshold,
     # bridge_threshold) were set on this scale; it does not move with the events' calibration.
-    entity_weights: EntityWeights = Field(default_factory=EntityWeights)
-    # m3e scores an English chat turn 0.70–0.83 against unrelated English entities, about what
-    # it gives the related ones, so the cosine put an unrelated entity in front of 62 % of
-    # unrelated English chat turns (entity dev set, bench/entities). English entity evidence is
-    # keyword coverage alone: those turns get none in 90 %, and the entities returned are the
-    # ones written down as relevant 59 % of the time instead of 37 % (bench/results/…-quality,
-    # round 8).
-    latin_entity_weights: EntityWeights = Field(
-        default_factory=lambda: EntityWeights(kw=2.5, vec=0.0),
-        description="entity evidence for a query in latin script (English), see script_params",
-    )
     entity_vec_floor: float = Field(
         0.62, ge=-1, lt=1, description="entity evidence: cosine scored 0"
     )
     entity_vec_ceil: float = Field(
         0.80, gt=-1, le=1, description="entity evidence: cosine scored 1"
+    )
+    entity_weights: EntityWeights = Field(default_factory=EntityWeights)
+    # m3e scores an English chat turn 0.70–0.83 against unrelated English entities, about what
+    # it gives the related ones, so the cosine put an unrelated entity in front of 62 % of
+    # unrelated English chat turns (entity dev set, bench/entities). English entity evidence is
+    # keyword coverage alone: those turns get none in 90 %, and the entities returned are the
+    # ones written down as relevant 59 % of the time instead of 37 %, at the cost of fewer
+    # relevant ones (recall 0.475 → 0.380; bench/results/2026-11-26-quality, round 8).
+    latin_entity_weights: EntityWeights = Field(
+        default_factory=lambda: EntityWeights(kw=2.5, vec=0.0),
+        description="entity evidence for a query in latin script (English), see script_params",
     )
     # Dialogue queries: the current utterance and the earlier turns (newest weighs most). In a
     # long conversation the last turn is often vague ("对啊，跟那次一样") and the topic sits a few
