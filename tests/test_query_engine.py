@@ -548,7 +548,8 @@ def test_english_entities_are_recalled_by_their_words(kemem) -> None:
     """m3e scores an unrelated English chat turn about as close to an English entity as a
     related one, so with the cosine in the evidence unrelated English turns brought entities
     along (entity dev set: 62 % of them; each turn below did, at 0.41-0.51). English entity
-    evidence is keyword coverage: the cat comes when the turn is about the cat."""
+    evidence is keyword coverage, plus a bonus when the turn names the entity: the cat comes
+    when the turn is about the cat, Linda when a long turn names her."""
     kemem.init()
 
     def about(id_: str, name: str, etype: str, keyword: str, text: str, user: str | None):
@@ -567,11 +568,13 @@ def test_english_entities_are_recalled_by_their_words(kemem) -> None:
         )
 
     cat = "Pickles is Emma's grey tabby cat; he hides under the bed from the carrier"
+    mom = "Linda is Emma's mother; she lives in Columbus, Ohio and is stubborn about accepting help"
     job = "Emma is an ER nurse in Portland; after years of night shifts she took a day-shift role"
     rain = "Nova falls asleep to a recording of rain every night, even in the middle of summer"
     kemem.index_records(
         [
             about("cat", "Pickles", "具体实体", "cat", cat, "u_en"),
+            about("mom", "Linda", "具体实体", "mother", mom, "u_en"),
             about("job", "Emma", "客体", "job", job, "u_en"),
         ],
         "entities",
@@ -583,6 +586,13 @@ def test_english_entities_are_recalled_by_their_words(kemem) -> None:
     scope = {"user_id": "u_en", "agent_id": A, "now": NOW}
     said = kemem.query("pickles hid under the bed again the second he saw the carrier", **scope)
     assert [e.index["index"] for e in said.memory_entities] == ["cat"]
+    # a long turn that names an entity: one word of many, the name bonus carries it
+    long_turn = (
+        "exhausting. linda refused to sit down all day, kept hauling boxes up three flights "
+        "of stairs and snapping at the movers, and now my back is wrecked"
+    )
+    named = kemem.query(long_turn, context="Nova: how did the move go?", **scope)
+    assert [e.index["index"] for e in named.memory_entities] == ["mom"]
     for unrelated in (
         "my jury summons came in the mail AGAIN, is that even legal twice in one year",
         "it's so windy today my recycling bin ended up in the neighbor's yard",

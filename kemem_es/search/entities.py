@@ -109,6 +109,13 @@ def entity_body(
         # expansions widen the candidates (above) but, as for events, add no evidence by default
         "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS, params.expansion_share),
     }
+    named = sorted({t for w in words if w.weighted for t in w.toks})
+    if params.entity_weights.name > 0 and named:
+        # the entity the turn names ("linda won't let the movers…"): a flat bonus, within the
+        # bool's boost like the coverage clauses
+        bonus = params.entity_weights.name / params.entity_weights.kw
+        name_match = {"terms": {"entity_name_tok": named}}
+        query["should"].append({"constant_score": {"filter": name_match, "boost": bonus}})
     if params.exclude_ids:
         query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
     # kw × coverage straight from the bool query (its boost): no per-document script.

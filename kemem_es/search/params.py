@@ -39,14 +39,16 @@ class Weights(BaseModel):
 
 
 class EntityWeights(BaseModel):
-    """Entity evidence = kw·coverage + vec·(calibrated cosine), capped at 1. Not a sum to 1:
-    the latin profile scales coverage alone (coverage 0.16 of an English query's words is
-    evidence 0.4, the default ``entity_threshold``)."""
+    """Entity evidence = kw·coverage + vec·(calibrated cosine) + name (when a search word is
+    the entity's name), capped at 1. Not a sum to 1: the latin profile scales coverage alone
+    (coverage 0.16 of an English query's words is evidence 0.4, the default
+    ``entity_threshold``) and adds 0.2 for the name, one word of many in a long turn."""
 
     model_config = ConfigDict(extra="forbid")
 
     kw: float = Field(0.6, gt=0)
     vec: float = Field(0.4, ge=0)
+    name: float = Field(0.0, ge=0)
 
 
 class QueryParams(BaseModel):
@@ -115,11 +117,12 @@ class QueryParams(BaseModel):
     # m3e scores an English chat turn 0.70–0.83 against unrelated English entities, about what
     # it gives the related ones, so the cosine put an unrelated entity in front of 62 % of
     # unrelated English chat turns (entity dev set, bench/entities). English entity evidence is
-    # keyword coverage alone: those turns get none in 90 %, and the entities returned are the
-    # ones written down as relevant 59 % of the time instead of 37 %, at the cost of fewer
-    # relevant ones (recall 0.475 → 0.380; bench/results/2026-11-26-quality, round 8).
+    # keyword coverage, plus a bonus for a named entity: those turns get none in 90 %, and the
+    # entities returned are the ones written down as relevant 58 % of the time instead of 37 %,
+    # at the cost of fewer relevant ones (recall 0.475 → 0.417; bench/results/2026-11-26-
+    # quality, round 8).
     latin_entity_weights: EntityWeights = Field(
-        default_factory=lambda: EntityWeights(kw=2.5, vec=0.0),
+        default_factory=lambda: EntityWeights(kw=2.5, vec=0.0, name=0.2),
         description="entity evidence for a query in latin script (English), see script_params",
     )
     # Dialogue queries: the current utterance and the earlier turns (newest weighs most). In a
