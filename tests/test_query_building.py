@@ -173,6 +173,24 @@ def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     assert body["size"] == params.limit
 
 
+def test_an_entity_the_turn_names_gets_a_bonus_and_english_skips_the_cosine() -> None:
+    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    params = QueryParams(agent_id="a", user_id="u")
+    words = [SearchWord("年糕"), SearchWord("猫", level=3)]  # an expansion never names
+    should = entity_body(params, words, engine, [0.1] * 4)["query"]["bool"]["should"]
+    named = [c["constant_score"] for c in should if "constant_score" in c]
+    assert named == [{"filter": {"terms": {"entity_name_tok": ["年糕"]}}, "boost": 0.1 / 0.6}]
+    # English: coverage × 2.5 and the name, no cosine rescore (ANN candidates stay)
+    latin = params.model_copy(update={"entity_weights": params.latin_entity_weights})
+    body = entity_body(latin, [SearchWord("linda")], engine, [0.1] * 4)
+    assert body["query"]["bool"]["boost"] == 2.5 and "rescore" not in body
+    assert any("knn" in c for c in body["query"]["bool"]["filter"][-1]["bool"]["should"])
+    off = QueryParams(agent_id="a", user_id="u", entity_weights={"name": 0.0})
+    assert not any(
+        "constant_score" in c for c in entity_body(off, words)["query"]["bool"]["should"]
+    )
+
+
 def test_entity_candidates_include_nearest_in_meaning() -> None:
     engine = OpenSearchEngine(client=None, settings=Settings(), info={})
     params = QueryParams(agent_id="a", user_id="u", entity_limit=3)
