@@ -65,6 +65,26 @@ def test_latin_names_do_not_cut_english_words_apart(tmp_path) -> None:
     assert Tokenizer(user_dict_paths=[path]).tokenize(text) == plain
 
 
+def test_irregular_past_forms_meet_their_base_form(tok: Tokenizer) -> None:
+    """A memory says what happened ("Caroline bought", "grew", "met"), a question asks in the
+    base form ("when did she buy"); Snowball leaves irregular forms apart, the table joins them.
+    Ambiguous forms stay themselves (a bit, a rose, a flu shot)."""
+    said = tok.tokenize("She bought tomatoes, grew basil and met Ann's brother, who ran.")
+    asked = tok.tokenize("when did she buy tomatoes, grow basil, meet him and run?")
+    assert {"buy", "grow", "meet", "run"} <= set(said) & set(asked)
+    assert tok.tokenize("a bit of a rose after the flu shot") == [
+        "a",
+        "bit",
+        "of",
+        "a",
+        "rose",
+        "after",
+        "the",
+        "flu",
+        "shot",
+    ]
+
+
 def test_user_dict_file(tmp_path) -> None:
     path = tmp_path / "user.txt"
     path.write_text("# names\n阿狸喵 10 nr\n星语者\n", encoding="utf-8")

@@ -64,8 +64,9 @@ def record_names(record: MemoryRecord) -> list[str]:
 
 # What a document derives from its record besides the model: tokens, sub-words, the embedder's
 # input. Bumped when that changes, so re-importing the same source refreshes documents written
-# before (2: latin names no longer cut English words apart, round 8 of issue 12).
-DERIVATION_VERSION = 2
+# before (2: latin names no longer cut English words apart; 3: English irregular past forms
+# stem as their base form; round 8 of issue 12).
+DERIVATION_VERSION = 3
 
 
 def content_hash(record: MemoryRecord, model_name: str) -> str:

@@ -46,10 +46,24 @@ def _stemmer() -> Any:
     return snowballstemmer.stemmer("english")
 
 
+IRREGULAR_PATH = LEXICON_DIR / "irregular_en.txt"
+
+
+@lru_cache(maxsize=1)
+def _irregular() -> dict[str, str]:
+    """English irregular past forms → base form (bought → buy), which Snowball leaves apart."""
+    pairs = (line.split() for line in IRREGULAR_PATH.read_text(encoding="utf-8").splitlines())
+    return {p[0]: p[1] for p in pairs if len(p) == 2 and not p[0].startswith("#")}
+
+
 @lru_cache(maxsize=65_536)
 def stem(word: str) -> str:
-    """The stem of a lowercase latin word; other tokens unchanged."""
-    if len(word) < 4 or not _LATIN.fullmatch(word):
+    """The stem of a lowercase latin word (an irregular past form stems as its base form:
+    bought → buy, grew → grow); other tokens unchanged."""
+    if not _LATIN.fullmatch(word):
+        return word
+    word = _irregular().get(word, word)
+    if len(word) < 4:
         return word
     return str(_stemmer().stemWord(word))
 
