@@ -28,7 +28,7 @@ from kemem_es.search.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.layout import DATABASES, index_alias
-from kemem_es.text.dialogue import context_turns, is_small_talk, split_label
+from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, split_label
 from kemem_es.text.tokenizer import Tokenizer, normalize
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
@@ -123,11 +123,11 @@ class Searcher:
         }
         self.text.add_names(names)
 
-    def scope_names(self, params: QueryParams, texts: Sequence[str]) -> frozenset[str]:
-        """The names of this scope's user and agent, when the texts mention any indexed user or
-        agent name (else nothing to leave out, and no round trip): one small aggregation over
-        the scope's memories, remembered for ``NAMES_TTL_S``."""
-        if not self.text.person_names or not offload(self.text.mentioned_names, texts):
+    def scope_names(self, params: QueryParams, mentioned: set[str]) -> frozenset[str]:
+        """The names of this scope's user and agent, when the query mentions some indexed user
+        or agent name (``QueryText.mentioned_names``; else nothing to leave out, and no round
+        trip): one small aggregation over the scope's memories, remembered for ``NAMES_TTL_S``."""
+        if not mentioned:
             return frozenset()
         key = (params.agent_id, params.user_id)
         cached = self._scope_names.get(key)
@@ -152,6 +152,14 @@ class Searcher:
             self._scope_names.clear()
         self._scope_names[key] = (time.monotonic(), names)
         return names
+
+    def _embed(
+        self, utterance: str, turns: Sequence[Turn], params: QueryParams
+    ) -> tuple[tuple[list[float], bool, list[list[float]]], set[str]]:
+        """The query's vectors and the indexed names it mentions: one CPU stage, one hop off
+        AsyncKemem's event loop."""
+        texts = [utterance, *(t.text for t in turns)]
+        return self.text.query_vector(utterance, turns, params), self.text.mentioned_names(texts)
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -369,11 +377,10 @@ class Searcher:
             return QueryResponse(additional_info=info)
         turns = context_turns(params.context, params.context_turns)
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
-        vector, trimmed, parts = offload(self.text.query_vector, utterance, turns, params)
+        self.learn_names()  # may search the engine: not inside the offloaded CPU stage
+        (vector, trimmed, parts), mentioned = offload(self._embed, utterance, turns, params)
         clock.lap("embed")
-        # engine searches, not inside the offloaded CPU stage:
-        self.learn_names()
-        names = self.scope_names(params, [utterance, *(t.text for t in turns)])
+        names = self.scope_names(params, mentioned)
         base, tokens, expanded, words = offload(
             self.text.words, utterance, params, clock, turns, vector, names
         )
