@@ -124,3 +124,38 @@ def test_the_event_loop_stays_free_while_the_model_works(kemem: Kemem) -> None:
 
     ticks, longest = run(go())
     assert ticks > 5 and longest < 0.5, (ticks, longest)
+
+
+def test_a_flush_while_the_loop_is_not_running_keeps_its_queue() -> None:
+    """An AsyncKemem's reinforcement thread flushes through the event loop. Between the loop's
+    runs (or after it) the call cannot be made; the recalls wait for the next flush instead of
+    being dropped with a traceback ("reinforcement flush crashed")."""
+    from datetime import datetime
+
+    from kemem_es.config import Settings
+    from kemem_es.engine.bridge import LoopNotRunning
+    from kemem_es.memory.strength import Reinforcer
+
+    class LoopBackedEngine:
+        def __init__(self) -> None:
+            self.settings = Settings(index_prefix="t-flush")
+            self.running = False
+            self.written: list[list[dict[str, Any]]] = []
+
+        def bulk(self, lines: list[dict[str, Any]], refresh: bool = False) -> dict[str, Any]:
+            if not self.running:
+                raise LoopNotRunning(
+                    "an async engine call while AsyncKemem's event loop is stopped"
+                )
+            self.written.append(lines)
+            return {"items": [{"update": {"status": 200}}] * (len(lines) // 2)}
+
+    engine = LoopBackedEngine()
+    reinforcer = Reinforcer(engine, amount=1.0, flush_s=3600)  # type: ignore[arg-type]
+    try:
+        reinforcer.recalled([("t-flush-events", "m1", "r1")], datetime(2025, 1, 1, 12, 0))
+        assert reinforcer.flush() == 0 and reinforcer.failed_flushes == 1
+        engine.running = True
+        assert reinforcer.flush() == 1 and len(engine.written) == 1
+    finally:
+        reinforcer.close()

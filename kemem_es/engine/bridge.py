@@ -34,6 +34,12 @@ import greenlet
 T = TypeVar("T")
 
 
+class LoopNotRunning(RuntimeError):
+    """AsyncKemem's event loop is not running (stopped, closed, or stopped mid-call), so a
+    background thread's engine call could not be made now; it may be retried once the loop
+    runs again (a reinforcement flush keeps its queue)."""
+
+
 class _Core(greenlet.greenlet):
     """A greenlet running one async verb's synchronous core; knows its bridge."""
 
@@ -73,13 +79,13 @@ class Bridge:
             return await_here(awaitable)
         if self.loop is None or self.loop.is_closed():
             _close(awaitable)
-            raise RuntimeError("an async engine call outside AsyncKemem's event loop")
+            raise LoopNotRunning("an async engine call outside AsyncKemem's event loop")
+        if not self.loop.is_running():  # e.g. an exit-time flush on the thread that ran it
+            _close(awaitable)
+            raise LoopNotRunning("an async engine call while AsyncKemem's event loop is stopped")
         if threading.get_ident() == self._loop_thread:
             _close(awaitable)  # blocking here would stall the very loop that must answer
             raise RuntimeError("an async engine call on the event loop outside Bridge.run")
-        if not self.loop.is_running():
-            _close(awaitable)
-            raise RuntimeError("an async engine call while AsyncKemem's event loop is stopped")
         future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), self.loop)
         while True:  # never wait forever on a loop that stopped meanwhile
             try:
@@ -87,7 +93,7 @@ class Bridge:
             except concurrent.futures.TimeoutError:
                 if not self.loop.is_running():
                     future.cancel()
-                    raise RuntimeError("AsyncKemem's event loop stopped during a call") from None
+                    raise LoopNotRunning("AsyncKemem's event loop stopped during a call") from None
 
 
 def in_async_call() -> bool:

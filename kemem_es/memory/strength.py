@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from kemem_es.engine.bridge import LoopNotRunning
 from kemem_es.engine.client import CLIENT_ERRORS, Engine
 from kemem_es.search.response import QueryResponse
 from kemem_es.store.layout import index_alias, users_alias
@@ -138,7 +139,9 @@ class Reinforcer:
                 ]
             try:
                 resp = self.engine.bulk(lines)
-            except CLIENT_ERRORS as exc:
+            except (*CLIENT_ERRORS, LoopNotRunning) as exc:
+                # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
+                # write now; the queue waits for the next flush instead of being lost
                 self.failed_flushes += 1
                 if final:
                     log.warning(
