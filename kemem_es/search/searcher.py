@@ -95,10 +95,7 @@ class Searcher:
         if time.monotonic() - self._names_loaded_at < NAMES_TTL_S:
             return
         self._names_loaded_at = time.monotonic()
-        prefix = self.engine.settings.index_prefix
-        indices = ",".join(
-            index_alias(prefix, db, kind) for db in DATABASES for kind in ("events", "entities")
-        )
+        indices = self._memory_indices()
         aggs = {
             f: {"terms": {"field": f, "size": 10_000}}
             for f in ("user_name", "agent_name", "entity_name")
@@ -123,6 +120,12 @@ class Searcher:
         }
         self.text.add_names(names)
 
+    def _memory_indices(self) -> str:
+        """Every memory index of both databases (where names are read from)."""
+        prefix = self.engine.settings.index_prefix
+        kinds = ("events", "entities")
+        return ",".join(index_alias(prefix, db, kind) for db in DATABASES for kind in kinds)
+
     def scope_names(self, params: QueryParams, mentioned: set[str]) -> frozenset[str]:
         """The names of this scope's user and agent, when the query mentions some indexed user
         or agent name (``QueryText.mentioned_names``; else nothing to leave out, and no round
@@ -133,10 +136,7 @@ class Searcher:
         cached = self._scope_names.get(key)
         if cached is not None and time.monotonic() - cached[0] < NAMES_TTL_S:
             return cached[1]
-        prefix = self.engine.settings.index_prefix
-        indices = ",".join(
-            index_alias(prefix, db, kind) for db in DATABASES for kind in ("events", "entities")
-        )
+        indices = self._memory_indices()
         body = {
             "size": 0,
             "query": {"bool": {"filter": entity_scope(params.agent_id, params.user_id)}},
