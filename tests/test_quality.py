@@ -13,6 +13,7 @@ from kemem_es.search.clauses import COVERAGE_FIELDS, EXPANSION_SHARE, SearchWord
 from kemem_es.search.params import QueryParams
 from kemem_es.text import IdfTable, default_stopwords, default_tokenizer, pick_base_words
 from kemem_es.text.dialogue import (
+    context_lines,
     context_turns,
     dialogue_window,
     is_small_talk,
@@ -58,6 +59,23 @@ def test_speaker_labels_are_split_off() -> None:
     turns = context_turns("祁煜：今天画室来了新学生\n木木: 是吗\n\n", 4)
     assert [t.speaker for t in turns] == ["木木", "祁煜"]  # newest first
     assert context_turns("a：1\nb：2\nc：3", 2)[-1].text == "2"
+
+
+def test_context_may_be_a_list_of_turns() -> None:
+    chat = [
+        {"role": "assistant", "content": "今天画室来了新学生"},
+        {"speaker": "木木", "text": "是吗\n她紧张吗"},  # one turn stays one line
+        "没有说话人的一句",
+        {"role": "user", "content": "   "},  # an empty turn is left out
+    ]
+    lines = context_lines(chat)
+    assert lines == "assistant：今天画室来了新学生\n木木：是吗 她紧张吗\n没有说话人的一句"
+    assert [t.speaker for t in context_turns(lines, 8)] == [None, "木木", "assistant"]
+    assert QueryParams(agent_id="a", user_id="u", context=chat).context == lines
+    assert QueryParams(agent_id="a", user_id="u", context=None).context == ""
+    for bad in ([{"role": "user"}], [3], [{"text": "x", "speaker": 5}]):
+        with pytest.raises(ValidationError, match="context turn 0"):
+            QueryParams(agent_id="a", user_id="u", context=bad)
 
 
 def test_dialogue_window_keeps_the_newest_turns() -> None:

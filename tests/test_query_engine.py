@@ -373,6 +373,12 @@ def test_a_vague_last_turn_recalls_the_topic_of_earlier_turns(km) -> None:
     assert ids(q(km, "嗯，跟上次一样", context=context))[0] == "noise-1"
     old = q(km, "嗯，跟上次一样", context=context, context_turns=4, context_decay=0.5)
     assert ids(old)[:1] != ["noise-1"]  # the round-2 defaults never saw the topic
+    # the same conversation as a chat app keeps it: a list of messages
+    chat = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": ln.split("：", 1)[1]}
+        for i, ln in enumerate(context.splitlines())
+    ]
+    assert ids(q(km, "嗯，跟上次一样", context=chat))[0] == "noise-1"
 
 
 # -- the README's demo examples at the default threshold ---------------------------------------

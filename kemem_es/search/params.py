@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kemem_es.text.dialogue import context_lines
 
 Mode = Literal["fusion", "bm25", "vector", "rrf", "two_stage"]
 Path_ = Literal["auto", "exact", "approx"]
@@ -157,7 +159,11 @@ class QueryParams(BaseModel):
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )
-    context: str = ""
+    context: str = Field(
+        "",
+        description="earlier turns, oldest first: one per line (speaker：text allowed), or a "
+        "list of turns (strings or {role|speaker, content|text} objects)",
+    )
     user_name: str | None = None
     agent_name: str | None = None
     # ≤ 200 keeps words × fields under the engines' default 1024-clause limit.
@@ -185,6 +191,15 @@ class QueryParams(BaseModel):
     kw_window: int = Field(50, ge=1, le=1000, description="best keyword candidates added to them")
     rrf_k: int = Field(60, ge=1)
     two_stage_window: int = Field(20, ge=1, le=1000)
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context_as_lines(cls, value: object) -> object:
+        if value is None:
+            return ""
+        if isinstance(value, list | tuple):
+            return context_lines(value)
+        return value
 
     @model_validator(mode="after")
     def _calibration(self) -> QueryParams:

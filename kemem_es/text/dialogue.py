@@ -8,7 +8,7 @@ search words; the newest turns matter most.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kemem_es.text.tokenizer import normalize
@@ -29,6 +29,32 @@ def split_label(line: str) -> Turn:
     if not m:
         return Turn(None, line.strip())
     return Turn(m.group(1), line[m.end() :].strip())
+
+
+def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
+    """A list of turns (oldest first) in the string form ``context`` takes: one line per turn.
+
+    A chat app keeps its history as a list — plain strings, or messages such as
+    ``{"role": "assistant", "content": "…"}`` or ``{"speaker": "黎深", "text": "…"}`` — so
+    ``context`` accepts that as well. A turn's own line breaks become spaces (one turn is one
+    line); its speaker (``speaker``, ``name`` or ``role``) becomes the ``speaker：`` label,
+    which is never a search word."""
+    lines: list[str] = []
+    for i, turn in enumerate(turns):
+        if isinstance(turn, str):
+            speaker, text = None, turn
+        elif isinstance(turn, Mapping):
+            text = next((turn[k] for k in ("text", "content") if turn.get(k) is not None), None)
+            speaker = next((turn[k] for k in ("speaker", "name", "role") if turn.get(k)), None)
+            if not isinstance(text, str) or (speaker is not None and not isinstance(speaker, str)):
+                raise ValueError(f"context turn {i}: needs a string 'text' or 'content'")
+        else:
+            raise ValueError(f"context turn {i}: a string or an object, not {type(turn).__name__}")
+        flat = " ".join(text.split())
+        if flat:
+            label = " ".join(speaker.split()) if speaker else ""
+            lines.append(f"{label}：{flat}" if label else flat)
+    return "\n".join(lines)
 
 
 def context_turns(context: str, max_turns: int) -> list[Turn]:
