@@ -18,6 +18,9 @@ odd / even queries of each pair (tune on one half, check on the other).
 ``--corpus en``: the English dev set (bench/dialogue_en/) instead: its memories only, the
 dialogue set (style ``english``), the question set (``english_question``) and the questions
 about long session summaries (``english_session``, in scopes of their own).
+``--corpus check``: the Chinese check set (bench/dialogue_check/, style ``check``): 160
+dialogues over four new users' memories (85 each, with place and scene), written blind in round
+9 and run only to check, never to choose a setting.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -38,19 +41,35 @@ from bench.common import cli_main, eval_indices, make_kemem, percentiles, stamp
 from bench.evalset import METRICS, mean_metrics, metrics
 
 HERE = Path(__file__).resolve().parent / "dialogue"
-# --corpus: the Chinese sets over the demo corpus, or the English set (bench/dialogue_en/).
-CORPORA = {"zh": HERE, "en": Path(__file__).resolve().parent / "dialogue_en"}
+# --corpus: the Chinese sets over the demo corpus, the English set (bench/dialogue_en/), or the
+# Chinese check set (bench/dialogue_check/: its own corpus, written blind, never tuned on).
+CORPORA = {
+    "zh": HERE,
+    "en": Path(__file__).resolve().parent / "dialogue_en",
+    "check": Path(__file__).resolve().parent / "dialogue_check",
+}
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
 
-STYLES = ("recall", "situational", "long", "english", "english_question", "english_session")
+STYLES = (
+    "recall",
+    "situational",
+    "long",
+    "english",
+    "english_question",
+    "english_session",
+    "check",
+)
 SETS = {
     "short": ("recall", "situational"),
     "long": ("long",),
     "english": ("english",),
     "english_question": ("english_question",),
     "english_session": ("english_session",),
+    "check": ("check",),
 }
+# the styles a corpus holds (the default of --styles)
+CORPUS_STYLES = {"zh": STYLES[:3], "en": STYLES[3:6], "check": ("check",)}
 
 
 def load_queries(
@@ -123,9 +142,9 @@ def index_corpus(km: Any, corpus: str = "zh", keywords: str = "written") -> dict
         rep = km.index_records(event_records(km, path, keywords), kind="events", db=db)
         return rep.indexed + rep.updated + rep.unchanged
 
-    if corpus == "en":
+    if corpus != "zh":
         km.init()
-        n = add(CORPORA["en"] / "events.jsonl", "user")
+        n = add(CORPORA[corpus] / "events.jsonl", "user")
         return {"docs": n, "seconds": round(time.perf_counter() - t0, 1), "keywords": keywords}
     if keywords == "written":
         reports = km.index_demo(DEMO_FILES)
@@ -179,12 +198,12 @@ def run_mode(
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     km = make_kemem(args.prefix, variant=args.variant)
-    styles = args.styles or (list(STYLES[3:]) if args.corpus == "en" else list(STYLES[:3]))
+    styles = args.styles or list(CORPUS_STYLES[args.corpus])
     queries = load_queries(args.split, styles, args.corpus)
     gold = qrels(args.corpus)
     extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
-        "eval_set": "dialogue" if args.corpus == "zh" else "dialogue_en",
+        "eval_set": {"zh": "dialogue", "en": "dialogue_en"}.get(args.corpus, "dialogue_check"),
         "corpus": args.corpus,
         "queries": len(queries),
         "split": args.split,
@@ -279,7 +298,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", default="", help="JSON of extra query options (QueryParams)")
     p.add_argument("--split", choices=["all", "a", "b"], default="all")
     p.add_argument("--styles", nargs="+", choices=list(STYLES), default=None)
-    p.add_argument("--corpus", choices=list(CORPORA), default="zh", help="en: bench/dialogue_en/")
+    p.add_argument(
+        "--corpus",
+        choices=list(CORPORA),
+        default="zh",
+        help="en: bench/dialogue_en/; check: bench/dialogue_check/",
+    )
     p.add_argument(
         "--keywords",
         choices=["written", "tfidf", "none"],

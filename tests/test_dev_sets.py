@@ -1,15 +1,21 @@
-"""The committed English dev set is what its hand-written sources build (bench/dialogue_en)."""
+"""The committed dev sets are what their hand-written sources build (bench/dialogue_en,
+bench/dialogue_check), and the entity set is well formed."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 from bench.dialogue_en import build
 
 
 def _jsonl(name: str) -> list[dict]:
-    with open(build.HERE / name, encoding="utf-8") as f:
+    return _jsonl_in(build.HERE, name)
+
+
+def _jsonl_in(folder: Path, name: str) -> list[dict]:
+    with open(folder / name, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
@@ -34,11 +40,30 @@ def test_the_english_set_is_built_from_its_sources() -> None:
         assert all(g.startswith(f"en-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
 
 
+def test_the_check_set_is_built_from_its_sources() -> None:
+    from bench.dialogue_check import build as check
+
+    names = build.read_names(check.HERE)
+    events = check.events(names)
+    known = {e["id"] for e in events}
+    queries = check.queries(names, known)
+    assert events == _jsonl_in(check.HERE, "events.jsonl")
+    assert queries == _jsonl_in(check.HERE, "queries.jsonl")
+    assert Counter(e["user_id"] for e in events) == {
+        "u_ayun": 85,
+        "u_laozhou": 85,
+        "u_xiaolu": 85,
+        "u_akai": 85,
+    }
+    assert len(queries) == 160
+    for q in queries:
+        assert q["turns"][-1]["role"] == "user"
+        assert all(g.startswith(f"ck-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
+
+
 def test_the_entity_set_is_well_formed() -> None:
     """bench/entities: every English entity validates as an EntityRecord; every gold id exists
     and lives in the query's own scope or is its agent's persona; a `none` query has no gold."""
-    from pathlib import Path
-
     from kemem_es.models import EntityRecord
 
     here = Path(build.HERE).parent / "entities"

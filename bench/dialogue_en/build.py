@@ -20,6 +20,7 @@ them: the third set, style ``english_session``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.dialogue.build import write_queries
@@ -32,10 +33,11 @@ def memory_id(user: str, agent: str, n: int) -> str:
     return f"en-{user}-{agent}-{n:02d}"
 
 
-def read_names() -> dict[str, str]:
-    """id → display name, from the ``==`` line of each dialogue or session-question file."""
+def read_names(folder: Path = HERE) -> dict[str, str]:
+    """id → display name, from the ``==`` line of each dialogue or session-question file
+    (shared with bench/dialogue_check)."""
     names: dict[str, str] = {}
-    for path in sorted([*HERE.glob("dialogues_*.txt"), *HERE.glob("sessionqs_*.txt")]):
+    for path in sorted([*folder.glob("dialogues_*.txt"), *folder.glob("sessionqs_*.txt")]):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.startswith("=="):
                 agent, user, user_name, agent_name = line.split()[1:5]
@@ -73,17 +75,23 @@ def events(names: dict[str, str]) -> list[dict]:
 
 
 def dialogues(
-    names: dict[str, str], known: set[str], pattern: str = "dialogues_*.txt"
+    names: dict[str, str],
+    known: set[str],
+    pattern: str = "dialogues_*.txt",
+    folder: Path = HERE,
+    style_tag: tuple[str, str] | None = None,
+    id_of: Callable[[str, str, int], str] = memory_id,
 ) -> list[dict]:
     """Blocks of ``pattern`` files: style ``english`` (dialogues, qid ``e-…``),
     ``english_question`` (one-turn questions, qid ``q-…``) or ``english_session`` (questions
-    about the session summaries, qid ``s-…``)."""
-    style, tag = {
+    about the session summaries, qid ``s-…``); another set (bench/dialogue_check) passes its
+    folder, its ``(style, qid tag)`` and its memory ids."""
+    style, tag = style_tag or {
         "questions": ("english_question", "q"),
         "sessionqs": ("english_session", "s"),
     }.get(pattern.split("_")[0], ("english", "e"))
     out: list[dict] = []
-    for path in sorted(HERE.glob(pattern)):
+    for path in sorted(folder.glob(pattern)):
         agent = user = ""
         blocks: list[dict] = []
         for raw in path.read_text(encoding="utf-8").splitlines():
@@ -106,7 +114,7 @@ def dialogues(
                 )
         for n, b in enumerate(blocks, start=1):
             assert b["turns"] and b["turns"][-1]["role"] == "user", (path, n)
-            gold = [memory_id(user, agent, int(t)) for t in b["gold"]]
+            gold = [id_of(user, agent, int(t)) for t in b["gold"]]
             missing = [g for g in gold if g not in known]
             assert not missing, (path, n, missing)
             out.append(

@@ -1,0 +1,77 @@
+"""Build the Chinese check set's JSONL files from the hand-written sources here.
+
+    python -m bench.dialogue_check.build
+
+Sources (written blind for kemem-es, see README.md): ``events_<user>.txt`` (one memory per
+line, ``agent user|date|place|scene|keywords|description``; its 1-based number among the memory
+lines is its id, ``ck-<user>-<agent>-NN``) and ``dialogues_<user>.txt`` (the block format of
+bench/dialogue_en: ``== agent user 用户名 角色名``, then per query ``@ gold numbers`` and the
+turns ``A``/``U``, the last one the user's; the first gold number is the memory the dialogue
+was written for). Output, committed and deterministic: ``events.jsonl`` (EventRecord lines),
+``queries.jsonl`` and ``qrels.tsv``, so that ``bench.dialogue_eval --corpus check`` runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.dialogue.build import write_queries
+from bench.dialogue_en.build import dialogues, read_names
+
+HERE = Path(__file__).resolve().parent
+
+
+def memory_id(user: str, agent: str, n: int) -> str:
+    return f"ck-{user}-{agent}-{n:02d}"
+
+
+def events(names: dict[str, str]) -> list[dict]:
+    out: list[dict] = []
+    for path in sorted(HERE.glob("events_*.txt")):
+        n = 0
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            pair, date, place, scene, keywords, description = line.split("|")
+            agent, user = pair.split()
+            assert description.strip(), (path, lineno)
+            n += 1
+            t = f"{date} 20:00:00"
+            out.append(
+                {
+                    "id": memory_id(user, agent, n),
+                    "agent_id": agent,
+                    "user_id": user,
+                    "user_name": names[user],
+                    "agent_name": names[agent],
+                    "description": description.strip(),
+                    "keywords": [k.strip() for k in keywords.split("/") if k.strip()],
+                    "place": place.strip(),
+                    "scene": scene.strip(),
+                    "created_at": t,
+                    "updatetime": t,
+                    "strength": 20.0,
+                }
+            )
+    return out
+
+
+def queries(names: dict[str, str], known: set[str]) -> list[dict]:
+    """The dialogues, style ``check``, qid ``c-<user>-<agent>-NNN``."""
+    return dialogues(names, known, "dialogues_*.txt", HERE, ("check", "c"), memory_id)
+
+
+def main() -> None:
+    names = read_names(HERE)
+    evs = events(names)
+    qs = queries(names, {e["id"] for e in evs})
+    with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
+        for e in evs:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    write_queries(HERE, qs)
+    print(f"{len(evs)} events, {len(qs)} dialogue queries")
+
+
+if __name__ == "__main__":
+    main()
