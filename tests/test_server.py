@@ -181,6 +181,13 @@ def test_query_returns_the_v23_contract(seeded: Kemem) -> None:
     more = {**body, "context": "我们在聊狗", "now": "2025-06-01T10:00:00", "mode": "bm25"}
     r = c.post("/query", json={**more, "exclude_ids": [first], "filters": {"place": "家"}})
     assert r.status_code == 200 and r.json()["memory_events"] == []
+    # context as a chat app keeps it: a list of messages answers as the same turns as lines
+    lines = c.post("/query", json={**body, "context": "黎深：豆包还好吗\n小满：它最近胖了"}).json()
+    chat = [{"role": "黎深", "content": "豆包还好吗"}, {"speaker": "小满", "text": "它最近胖了"}]
+    listed = c.post("/query", json={**body, "context": chat}).json()
+    assert [e["index"] for e in listed["memory_events"]] == [
+        e["index"] for e in lines["memory_events"]
+    ]
     stages = out["additional_info"]["检索耗时"]
     metrics = c.get("/metrics").text
     for stage in stages:
@@ -194,6 +201,8 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
     err = error_of(c.post("/query", json={**base, "top_n": 3}), 422)
     assert err["field"] == "top_n" and "unknown" in err["message"]
     assert error_of(c.post("/query", json={**base, "limit": 101}), 422)["field"] == "limit"
+    err = error_of(c.post("/query", json={**base, "context": [{"role": "user"}]}), 422)
+    assert err["field"] == "context" and "turn 0" in err["message"]
     assert (
         error_of(c.post("/query", json={"query": "豆包", **B, "user_id": None}), 422)["field"]
         == "user_id"
