@@ -18,8 +18,8 @@ odd / even queries of each pair (tune on one half, check on the other).
 ``--corpus en``: the English dev set (bench/dialogue_en/) instead: its memories only, the
 dialogue set (style ``english``), the question set (``english_question``) and the questions
 about long session summaries (``english_session``, in scopes of their own).
-``--corpus check``: the Chinese check set (bench/dialogue_check/, style ``check``): 160
-dialogues over four new users' memories (85 each, with place and scene), written blind in round
+``--corpus check``: the Chinese check set (bench/dialogue_check/, style ``check``): 200
+dialogues over five new users' memories (85 each, with place and scene), written blind in round
 9 and run only to check, never to choose a setting.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).

@@ -54,8 +54,9 @@ def test_the_check_set_is_built_from_its_sources() -> None:
         "u_laozhou": 85,
         "u_xiaolu": 85,
         "u_akai": 85,
+        "u_atang": 85,
     }
-    assert len(queries) == 160
+    assert len(queries) == 200
     for q in queries:
         assert q["turns"][-1]["role"] == "user"
         assert all(g.startswith(f"ck-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
