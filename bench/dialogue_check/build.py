@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from bench.dialogue.build import write_queries
-from bench.dialogue_en.build import dialogues, read_names
+from bench.dialogue_en.build import dialogues, event_row, read_names
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,26 +34,12 @@ def events(names: dict[str, str]) -> list[dict]:
             if not line.strip() or line.startswith("#"):
                 continue
             pair, date, place, scene, keywords, description = line.split("|")
-            agent, user = pair.split()
             assert description.strip(), (path, lineno)
+            agent, user = pair.split()
             n += 1
-            t = f"{date} 20:00:00"
-            out.append(
-                {
-                    "id": memory_id(user, agent, n),
-                    "agent_id": agent,
-                    "user_id": user,
-                    "user_name": names[user],
-                    "agent_name": names[agent],
-                    "description": description.strip(),
-                    "keywords": [k.strip() for k in keywords.split("/") if k.strip()],
-                    "place": place.strip(),
-                    "scene": scene.strip(),
-                    "created_at": t,
-                    "updatetime": t,
-                    "strength": 20.0,
-                }
-            )
+            row = event_row(memory_id(user, agent, n), pair, names, date, keywords, description)
+            row.update(place=place.strip(), scene=scene.strip())
+            out.append(row)
     return out
 
 

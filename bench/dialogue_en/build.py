@@ -45,6 +45,26 @@ def read_names(folder: Path = HERE) -> dict[str, str]:
     return names
 
 
+def event_row(
+    memory: str, pair: str, names: dict[str, str], date: str, keywords: str, text: str
+) -> dict:
+    """One EventRecord line from a source line's fields (shared with bench/dialogue_check)."""
+    agent, user = pair.split()
+    t = f"{date} 20:00:00"
+    return {
+        "id": memory,
+        "agent_id": agent,
+        "user_id": user,
+        "user_name": names[user],
+        "agent_name": names[agent],
+        "description": text.strip(),
+        "keywords": [k.strip() for k in keywords.split("/") if k.strip()],
+        "created_at": t,
+        "updatetime": t,
+        "strength": 20.0,
+    }
+
+
 def events(names: dict[str, str]) -> list[dict]:
     out: list[dict] = []
     for path in sorted([*HERE.glob("events_*.txt"), *HERE.glob("sessions_*.txt")]):
@@ -53,24 +73,10 @@ def events(names: dict[str, str]) -> list[dict]:
             if not line.strip() or line.startswith("#"):
                 continue
             pair, date, keywords, summary = line.split("|")
+            assert summary.strip(), (path, lineno)
             agent, user = pair.split()
             n += 1
-            t = f"{date} 20:00:00"
-            out.append(
-                {
-                    "id": memory_id(user, agent, n),
-                    "agent_id": agent,
-                    "user_id": user,
-                    "user_name": names[user],
-                    "agent_name": names[agent],
-                    "description": summary.strip(),
-                    "keywords": [k.strip() for k in keywords.split("/") if k.strip()],
-                    "created_at": t,
-                    "updatetime": t,
-                    "strength": 20.0,
-                }
-            )
-            assert summary.strip(), (path, lineno)
+            out.append(event_row(memory_id(user, agent, n), pair, names, date, keywords, summary))
     return out
 
 
