@@ -110,6 +110,15 @@ def dialogues() -> list[dict]:
     return out
 
 
+def write_set(folder: Path, events: list[dict], qs: list[dict]) -> None:
+    """A set with a corpus of its own (bench/dialogue_en, bench/dialogue_check): its
+    ``events.jsonl``, then its queries and qrels."""
+    with open(folder / "events.jsonl", "w", encoding="utf-8") as f:
+        for e in events:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    write_queries(folder, qs)
+
+
 def write_queries(folder: Path, qs: list[dict]) -> None:
     """``queries.jsonl`` and ``qrels.tsv``: the first gold id is the memory the dialogue was
     written for (relevance 2), the others related ones (1). Shared with bench/dialogue_en."""

@@ -13,10 +13,9 @@ was written for). Output, committed and deterministic: ``events.jsonl`` (EventRe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from bench.dialogue.build import write_queries
+from bench.dialogue.build import write_set
 from bench.dialogue_en.build import dialogues, event_row, read_names
 
 HERE = Path(__file__).resolve().parent
@@ -52,10 +51,7 @@ def main() -> None:
     names = read_names(HERE)
     evs = events(names)
     qs = queries(names, {e["id"] for e in evs})
-    with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
-        for e in evs:
-            f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    write_queries(HERE, qs)
+    write_set(HERE, evs, qs)
     print(f"{len(evs)} events, {len(qs)} dialogue queries")
 
 

@@ -19,11 +19,10 @@ them: the third set, style ``english_session``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.dialogue.build import write_queries
+from bench.dialogue.build import write_set
 
 HERE = Path(__file__).resolve().parent
 NOW = "2025-10-01T12:00:00"
@@ -147,10 +146,7 @@ def main() -> None:
     names = read_names()
     evs = events(names)
     qs = queries(names, {e["id"] for e in evs})
-    with open(HERE / "events.jsonl", "w", encoding="utf-8") as f:
-        for e in evs:
-            f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    write_queries(HERE, qs)
+    write_set(HERE, evs, qs)
     n = {s: sum(q["style"] == s for q in qs) for s in ("english", "english_question")}
     n_s = len(qs) - sum(n.values())
     print(f"{len(evs)} events, {n['english']} dialogue queries, {n['english_question']} questions")
