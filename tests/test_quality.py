@@ -20,6 +20,7 @@ from kemem_es.text.dialogue import (
     keep_end,
     sentences,
     split_label,
+    split_transcript,
 )
 
 
@@ -76,6 +77,25 @@ def test_context_may_be_a_list_of_turns() -> None:
     for bad in ([{"role": "user"}], [3], [{"text": "x", "speaker": 5}]):
         with pytest.raises(ValidationError, match="context turn 0"):
             QueryParams(agent_id="a", user_id="u", context=bad)
+
+
+def test_a_transcript_joined_on_one_line_is_split_into_its_turns() -> None:
+    joined = "木木：周末我去海边放风筝了 祁煜：风大吗？ 木木：然后就回家了 祁煜：累不累？"
+    turns = context_turns(joined, 8)
+    assert [(t.speaker, t.text) for t in turns] == [
+        ("祁煜", "累不累？"),
+        ("木木", "然后就回家了"),
+        ("祁煜", "风大吗？"),
+        ("木木", "周末我去海边放风筝了"),
+    ]
+    assert len(split_transcript("Nova: how was it Emma: fine Nova: good Emma: yes")) == 4
+    # a label said once, times and URLs are not speakers
+    for line in (
+        "我跟她说：别走 她说：好",
+        "会议 12:30 开始，12:45 结束",
+        "看 http://a.cn 和 http://b.cn",
+    ):
+        assert split_transcript(line) == [line]
 
 
 def test_dialogue_window_keeps_the_newest_turns() -> None:

@@ -7,7 +7,9 @@ search words; the newest turns matter most.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -15,6 +17,13 @@ from kemem_es.text.tokenizer import normalize
 
 # "木木：…", "User: …", "assistant: …": a short label without spaces or sentence punctuation.
 _LABEL = re.compile(r"^\s*([^\s:：，。,.!?！？「」\"']{1,16})\s*[:：]\s*(?=\S)")
+
+
+# The same label inside a line, at its start or after a space: "木木：… 祁煜：… 木木：…" is a
+# transcript whose turns were joined with spaces. Not a number (12:30) nor a URL's scheme.
+_INLINE_LABEL = re.compile(
+    r"(?:^|(?<=\s))(?!\d+\s*[:：])([^\s:：，。,.!?！？「」\"']{1,16})\s*[:：](?!//)\s*(?=\S)"
+)
 
 
 @dataclass(frozen=True)
@@ -57,11 +66,27 @@ def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def split_transcript(line: str) -> list[str]:
+    """A line that holds a whole transcript (turns joined with spaces, not line breaks) as its
+    turns: it is cut before every ``label：`` at its start or after a space whose label comes
+    back there at least twice (a speaker who speaks more than once). A turn that says
+    ``我跟她说：别走`` once stays one turn. Measured on the long dialogue set: its turns joined
+    on one line lost 0.027 R@5 while only the first label was recognised."""
+    found = list(_INLINE_LABEL.finditer(line))
+    counts = Counter(m.group(1) for m in found)
+    cuts = [m.start() for m in found if counts[m.group(1)] >= 2 and m.start() > 0]
+    if not cuts:
+        return [line]
+    bounds = [0, *cuts, len(line)]
+    return [line[a:b].strip() for a, b in itertools.pairwise(bounds) if line[a:b].strip()]
+
+
 def context_turns(context: str, max_turns: int) -> list[Turn]:
-    """The newest ``max_turns`` non-empty lines of ``context``, newest first."""
+    """The newest ``max_turns`` turns of ``context`` (one per non-empty line, or the turns of
+    a line holding a transcript, see split_transcript), newest first."""
     if max_turns <= 0 or not context.strip():
         return []
-    lines = [ln for ln in context.splitlines() if ln.strip()]
+    lines = [t for ln in context.splitlines() if ln.strip() for t in split_transcript(ln)]
     return [split_label(ln) for ln in reversed(lines[-max_turns:])]
 
 
