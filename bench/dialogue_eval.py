@@ -59,6 +59,7 @@ STYLES = (
     "english_question",
     "english_session",
     "check",
+    "check_session",
 )
 SETS = {
     "short": ("recall", "situational"),
@@ -67,9 +68,10 @@ SETS = {
     "english_question": ("english_question",),
     "english_session": ("english_session",),
     "check": ("check",),
+    "check_session": ("check_session",),
 }
 # the styles a corpus holds (the default of --styles)
-CORPUS_STYLES = {"zh": STYLES[:3], "en": STYLES[3:6], "check": ("check",)}
+CORPUS_STYLES = {"zh": STYLES[:3], "en": STYLES[3:6], "check": ("check", "check_session")}
 
 
 def load_queries(

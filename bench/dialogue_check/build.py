@@ -1,4 +1,4 @@
-"""Build the Chinese check set's JSONL files from the hand-written sources here.
+"""Build the check set's JSONL files from the hand-written sources here.
 
     python -m bench.dialogue_check.build
 
@@ -7,8 +7,12 @@ line, ``agent user|date|place|scene|keywords|description``; its 1-based number a
 lines is its id, ``ck-<user>-<agent>-NN``) and ``dialogues_<user>.txt`` (the block format of
 bench/dialogue_en: ``== agent user 用户名 角色名``, then per query ``@ gold numbers`` and the
 turns ``A``/``U``, the last one the user's; the first gold number is the memory the dialogue
-was written for). Output, committed and deterministic: ``events.jsonl`` (EventRecord lines),
-``queries.jsonl`` and ``qrels.tsv``, so that ``bench.dialogue_eval --corpus check`` runs it.
+was written for). English session summaries, ``sessions_<user>.txt`` (``agent user|date|
+keywords|summary``, bench/dialogue_en's memory format, same ids), with one-turn questions about
+them in ``sessionqs_<user>.txt`` (the block format, one ``U`` line; style ``check_session``,
+qid ``cs-…``), are the English part. Output, committed and deterministic: ``events.jsonl``
+(EventRecord lines), ``queries.jsonl`` and ``qrels.tsv``, so that ``bench.dialogue_eval
+--corpus check`` runs it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 
 from bench.dialogue.build import write_set
 from bench.dialogue_en.build import dialogues, event_row, read_names
+from bench.dialogue_en.build import events as summaries
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,12 +44,16 @@ def events(names: dict[str, str]) -> list[dict]:
             row = event_row(memory_id(user, agent, n), pair, names, date, keywords, description)
             row.update(place=place.strip(), scene=scene.strip())
             out.append(row)
-    return out
+    return out + summaries(names, HERE, ("sessions_*.txt",), memory_id)
 
 
 def queries(names: dict[str, str], known: set[str]) -> list[dict]:
-    """The dialogues, style ``check``, qid ``c-<user>-<agent>-NNN``."""
-    return dialogues(names, known, "dialogues_*.txt", HERE, ("check", "c"), memory_id)
+    """The dialogues (style ``check``, qid ``c-<user>-<agent>-NNN``), then the questions about
+    the session summaries (style ``check_session``, qid ``cs-…``)."""
+    return [
+        *dialogues(names, known, "dialogues_*.txt", HERE, ("check", "c"), memory_id),
+        *dialogues(names, known, "sessionqs_*.txt", HERE, ("check_session", "cs"), memory_id),
+    ]
 
 
 def main() -> None:

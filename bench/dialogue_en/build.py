@@ -64,9 +64,16 @@ def event_row(
     }
 
 
-def events(names: dict[str, str]) -> list[dict]:
+def events(
+    names: dict[str, str],
+    folder: Path = HERE,
+    patterns: tuple[str, ...] = ("events_*.txt", "sessions_*.txt"),
+    id_of: Callable[[str, str, int], str] = memory_id,
+) -> list[dict]:
+    """Memories of ``agent user|date|keywords|text`` lines (bench/dialogue_check passes its
+    folder, its session files and its ids)."""
     out: list[dict] = []
-    for path in sorted([*HERE.glob("events_*.txt"), *HERE.glob("sessions_*.txt")]):
+    for path in sorted(p for pattern in patterns for p in folder.glob(pattern)):
         n = 0
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip() or line.startswith("#"):
@@ -75,7 +82,7 @@ def events(names: dict[str, str]) -> list[dict]:
             assert summary.strip(), (path, lineno)
             agent, user = pair.split()
             n += 1
-            out.append(event_row(memory_id(user, agent, n), pair, names, date, keywords, summary))
+            out.append(event_row(id_of(user, agent, n), pair, names, date, keywords, summary))
     return out
 
 
