@@ -20,7 +20,8 @@ dialogue set (style ``english``), the question set (``english_question``) and th
 about long session summaries (``english_session``, in scopes of their own).
 ``--corpus check``: the Chinese check set (bench/dialogue_check/, style ``check``): 200
 dialogues over five new users' memories (85 each, with place and scene), written blind in round
-9 and run only to check, never to choose a setting.
+9 and run only to check, never to choose a setting; and its English part (style
+``check_session``): 100 one-turn questions over two more users' 50 session summaries.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """

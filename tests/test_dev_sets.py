@@ -55,8 +55,10 @@ def test_the_check_set_is_built_from_its_sources() -> None:
         "u_xiaolu": 85,
         "u_akai": 85,
         "u_atang": 85,
+        "u_tomas": 25,  # English session summaries
+        "u_grace": 25,
     }
-    assert len(queries) == 200
+    assert Counter(q["style"] for q in queries) == {"check": 200, "check_session": 100}
     for q in queries:
         assert q["turns"][-1]["role"] == "user"
         assert all(g.startswith(f"ck-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])

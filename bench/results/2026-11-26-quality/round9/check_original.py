@@ -5,7 +5,11 @@ lines, limit 10, threshold 0, now 2025-10-01 12:00, every other option at its de
 
     git worktree add /work/wt-r0 a443060
     KEMEM_ES_URL=http://127.0.0.1:9261 PYTHONPATH=/work/wt-r0 python \\
-        bench/results/2026-11-26-quality/round9/check_original.py /work/main/bench/dialogue_check
+        bench/results/2026-11-26-quality/round9/check_original.py /work/main/bench/dialogue_check \\
+        [STYLE]
+
+STYLE: ``check`` (the Chinese dialogues) or ``check_session`` (the English questions); the
+memories of both are indexed either way.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def main() -> None:
     km.engine.client.indices.refresh(index="bench-q9-orig*")
     with open(folder / "queries.jsonl", encoding="utf-8") as f:
         queries = [json.loads(line) for line in f]
+    style = sys.argv[2] if len(sys.argv) > 2 else "check"
+    queries = [q for q in queries if q["style"] == style]
     gold: dict[str, dict[str, int]] = {}
     for line in (folder / "qrels.tsv").read_text(encoding="utf-8").splitlines()[1:]:
         qid, doc, rel = line.split("\t")
