@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.dialogue.build import write_set
 from bench.dialogue_en.build import dialogues, event_row, read_names
-from bench.dialogue_en.build import events as summaries
+from bench.dialogue_en.build import events as summaries  # the English session summaries
 
 HERE = Path(__file__).resolve().parent
 
