@@ -9,7 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import COVERAGE_FIELDS, EXPANSION_SHARE, SearchWord, coverage_clauses
+from kemem_es.search.clauses import (
+    COVERAGE_FIELDS,
+    EXPANSION_SHARE,
+    SearchWord,
+    coverage_clauses,
+    proximity_clauses,
+)
 from kemem_es.search.params import QueryParams
 from kemem_es.text import IdfTable, default_stopwords, default_tokenizer, pick_base_words
 from kemem_es.text.dialogue import (
@@ -172,6 +178,34 @@ def test_expansions_are_capped_and_context_words_count() -> None:
     assert _best(clauses[2]) == pytest.approx(EXPANSION_SHARE)  # the strongest level only
 
 
+def test_proximity_pairs_the_utterances_strongest_words() -> None:
+    words = [
+        SearchWord("garden", weight=4),
+        SearchWord("tomato", weight=3),
+        SearchWord("neighbour", weight=2),
+        SearchWord("pick", weight=1),  # fourth: left out with top=3
+        SearchWord("rain", weight=9, context=True),  # an earlier turn's word
+        SearchWord("猫", weight=9, single_char=True),
+        SearchWord("ice cream", weight=0.5, tokens=("ice", "cream")),
+    ]
+    clauses = proximity_clauses(words, 0.4, top=3, gaps=7)
+    assert len(clauses) == 3  # garden·tomato, garden·neighbour, tomato·neighbour
+    boosts = [c["constant_score"]["boost"] for c in clauses]
+    assert sum(boosts) == pytest.approx(0.4)
+    assert boosts[0] == pytest.approx(0.4 * 12 / 26, abs=1e-6)  # weighted by w_a·w_b
+    probed = set()
+    for c in clauses:
+        rule = c["constant_score"]["filter"]["intervals"]["description_tok"]["all_of"]
+        assert rule["max_gaps"] == 7 and rule["ordered"] is False
+        probed |= {r["match"]["query"] for r in rule["intervals"]}
+    assert probed == {"garden", "tomato", "neighbour"}
+    # a word of several tokens is a phrase inside the pair; one word alone or share 0: nothing
+    (phrase,) = proximity_clauses([words[0], words[-1]], 0.4)
+    inner = phrase["constant_score"]["filter"]["intervals"]["description_tok"]["all_of"]
+    assert inner["intervals"][1]["match"] == {"query": "ice cream", "max_gaps": 0, "ordered": True}
+    assert proximity_clauses(words[:1], 0.4) == [] and proximity_clauses(words, 0.0) == []
+
+
 def test_one_character_words_cover_only_keyword_fields() -> None:
     (clause,) = coverage_clauses([SearchWord("猫", single_char=True)])
     fields = {
@@ -331,7 +365,15 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     # English entities lean on their words alone (m3e's English cosines do not separate them)
     assert latin.entity_weights == kept.entity_weights == p.latin_entity_weights
     assert p.latin_entity_weights.vec == 0 and p.entity_weights.vec > 0
-    both = QueryParams(agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6)
+    # and their events' words count more when they stand close together, unless the caller
+    # chose the proximity share; a Chinese query has none
+    assert latin.proximity_share == kept.proximity_share == p.latin_proximity_share > 0
+    assert p.proximity_share == 0
+    own = QueryParams(agent_id="a", user_id="u", proximity_share=0.1)
+    assert script_params(own, ["pickles is sneezing"])[0].proximity_share == 0.1
+    both = QueryParams(
+        agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0
+    )
     assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):
         QueryParams(agent_id="a", user_id="u", latin_weights={"kw": 0.9, "vec": 0.2})

@@ -513,6 +513,43 @@ def test_an_english_dialogue_runs_on_its_words(kemem) -> None:
     assert kemem.query("haha yeah", **recall).memory_events == []
 
 
+def test_english_words_close_together_count_more(kemem) -> None:
+    """Term proximity: a long English memory that mentions a question's words far apart gains
+    less than one that has them together (each pair of the strongest words within 10 tokens
+    adds its part of ``latin_proximity_share`` to the keyword coverage)."""
+    kemem.init()
+    close = "Sam helped the neighbour pick tomatoes in the garden on Sunday morning."
+    far = (
+        "The neighbour came by early to borrow a ladder, and we ended up talking about his new "
+        "job at the bakery downtown for an hour. Later I cooked pasta, called my sister and "
+        "watched a film about sailing. Before bed I finally watered the garden, where the basil "
+        "is doing well but the tomatoes still look sickly."
+    )
+    kemem.index_records(
+        [
+            ev("en-close", close, "2025-05-01 10:00:00", user="u_prox"),
+            ev("en-far", far, "2025-05-01 10:00:00", user="u_prox"),
+        ],
+        "events",
+        "user",
+    )
+    # keywords alone (strength is the same for both), so no score reaches the cap of 1 and
+    # the gain is read off whole
+    scope = {
+        "user_id": "u_prox",
+        "agent_id": A,
+        "now": NOW,
+        "score_threshold": 0.0,
+        "weights": {"kw": 0.4, "vec": 0.0, "time": 0.0, "strength": 0.6},
+    }
+    text = "did the neighbour pick tomatoes in the garden?"
+    on = {e.index: e.score for e in kemem.query(text, **scope).memory_events}
+    off = {e.index: e.score for e in kemem.query(text, proximity_share=0, **scope).memory_events}
+    gain = {k: on[k] - off[k] for k in on}
+    assert gain["en-close"] == pytest.approx(0.4 * 0.4, abs=1e-3)  # every pair close together
+    assert 0 < gain["en-far"] < gain["en-close"] / 2  # garden·tomatoes only
+
+
 def test_another_tenants_names_stay_search_words(kemem) -> None:
     """Only the scope's own user and agent names are left out of its search words. Every
     indexed name used to be: a user called 小雨 in one scope took 小雨 (the roommate) out of

@@ -21,6 +21,10 @@ COVERAGE_FIELDS: dict[str, float] = {
     "deepinsight_tok": 0.4,
 }
 EXPANSION_SHARE = 0.2  # expansions alone reach at most this much coverage
+# Proximity: pairs among the utterance's strongest words, probed in the memory's own text.
+PROXIMITY_WORDS = 6  # 15 pairs (10 words measured a little better, at 45 clauses)
+PROXIMITY_GAPS = 10  # at most this many tokens between the two words of a pair
+PROXIMITY_FIELD = "description_tok"
 
 
 @dataclass(frozen=True)
@@ -207,3 +211,51 @@ def coverage_clauses(
     if levels:
         clauses.append({"dis_max": {"queries": levels}})
     return clauses
+
+
+def proximity_clauses(
+    words: Sequence[SearchWord],
+    share: float,
+    field: str = PROXIMITY_FIELD,
+    top: int = PROXIMITY_WORDS,
+    gaps: int = PROXIMITY_GAPS,
+) -> list[dict[str, Any]]:
+    """Coverage clauses for term proximity: each pair of the utterance's ``top`` strongest
+    words (context words and one-character words left out) found within ``gaps`` tokens of each
+    other in ``field``, in either order, adds ``share`` × its part of the pairs' total weight
+    (w_a·w_b / Σ). A memory holding every pair close together gains ``share``; one that only
+    mentions the words far apart gains nothing. Constant scores, so no index statistics."""
+    if share <= 0:
+        return []
+    strongest = sorted(
+        (w for w in words if w.weighted and not w.context and not w.single_char and w.weight > 0),
+        key=lambda w: -w.weight,
+    )[:top]
+    pairs = [(a, b) for i, a in enumerate(strongest) for b in strongest[i + 1 :]]
+    total = sum(a.weight * b.weight for a, b in pairs)
+    return [
+        {
+            "constant_score": {
+                "filter": {
+                    "intervals": {
+                        field: {
+                            "all_of": {
+                                "intervals": [_interval(a), _interval(b)],
+                                "max_gaps": gaps,
+                                "ordered": False,
+                            }
+                        }
+                    }
+                },
+                "boost": round(share * a.weight * b.weight / total, 6),
+            }
+        }
+        for a, b in pairs
+    ]
+
+
+def _interval(word: SearchWord) -> dict[str, Any]:
+    """One word as an intervals rule: its tokens as indexed, a phrase when it has several."""
+    if len(word.toks) == 1:
+        return {"match": {"query": word.toks[0]}}
+    return {"match": {"query": " ".join(word.toks), "max_gaps": 0, "ordered": True}}

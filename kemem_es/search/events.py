@@ -5,7 +5,9 @@ score = w_kw·kw + w_vec·vec + w_time·0.5^(age/half_life) + w_str·s/(s+k_s), 
 - kw  = keyword coverage: the share of the query's weighted words the memory holds (see
         ``clauses.coverage_clauses``), capped at 1 — relative to what this query could achieve,
         independent of other tenants' BM25 statistics. (The bm25 and rrf modes keep BM25,
-        saturated as bm25/(bm25+k).)
+        saturated as bm25/(bm25+k).) A query with ``proximity_share`` (latin script by default)
+        adds up to that much for pairs of its strongest words found close together in the
+        memory's text (``clauses.proximity_clauses``).
 - vec = (cos − floor)/(ceil − floor): the cosine placed on the model's own scale (m3e: 0.62 is
         what unrelated text scores, 0.84 a close paraphrase). The engine's vector function gives
         (1+cos)/2; an affine map of it is the function's weight plus a constant ``offset`` that

@@ -16,7 +16,13 @@ from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, coverage_clauses, keyword_clauses
+from kemem_es.search.clauses import (
+    EVENT_FIELDS,
+    SearchWord,
+    coverage_clauses,
+    keyword_clauses,
+    proximity_clauses,
+)
 from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, entity_scope
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
@@ -225,6 +231,7 @@ class Searcher:
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
             coverage_clauses(words, expansion_share=params.expansion_share)
+            + proximity_clauses(words, params.proximity_share)
             if coverage
             else keyword_clauses(words, EVENT_FIELDS)
         )
