@@ -208,3 +208,21 @@ def test_rrf_rewards_agreement() -> None:
     merged = rrf_merge([bm25, vec], k=60)
     assert merged[0][1]["_id"] == "b"
     assert merged[0][2] <= 1.0
+
+
+def test_a_failed_search_names_its_reason_even_without_a_root_cause() -> None:
+    """OpenSearch can answer 503 "all shards failed" with an empty ``root_cause`` list: the
+    error is still an EngineUnavailable with the engine's reason, not an IndexError."""
+    from kemem_es.errors import EngineUnavailable
+    from kemem_es.search.searcher import raise_engine_error
+
+    empty = {"root_cause": [], "type": "search_phase_execution_exception"}
+    with pytest.raises(EngineUnavailable, match="all shards failed"):
+        raise_engine_error({"error": {**empty, "reason": "all shards failed"}, "status": 503})
+    with pytest.raises(EngineUnavailable, match="search_phase_execution_exception"):
+        raise_engine_error({"error": empty, "status": 503})
+    cause = {"root_cause": [{"reason": "too many clauses"}], "reason": "all shards failed"}
+    with pytest.raises(EngineUnavailable, match="too many clauses"):
+        raise_engine_error({"error": cause})
+    with pytest.raises(EngineUnavailable, match="an index is missing"):
+        raise_engine_error({"error": {"root_cause": [], "type": "index_not_found_exception"}})

@@ -440,11 +440,12 @@ def raise_engine_error(resp: dict[str, Any]) -> None:
     err = resp.get("error", {})
     if "index_not_found" in str(err):
         raise EngineUnavailable(f"search failed: an index is missing ({_reason(err)}): run init")
-    reason = err.get("root_cause", [{}])[0].get("reason") if isinstance(err, dict) else err
-    raise EngineUnavailable(f"search failed: {reason or err}")
+    raise EngineUnavailable(f"search failed: {_reason(err)}")
 
 
 def _reason(err: Any) -> str:
+    """The engine's reason for a failed search; its root-cause list may be empty."""
     if isinstance(err, dict):
-        return str(err.get("root_cause", [{}])[0].get("reason") or err.get("type") or err)
+        causes = err.get("root_cause") or [{}]
+        return str(causes[0].get("reason") or err.get("reason") or err.get("type") or err)
     return str(err)
