@@ -5,9 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from kemem_es.text.dialogue import context_lines
 
@@ -53,6 +60,29 @@ class EntityWeights(BaseModel):
     kw: float = Field(0.6, gt=0)
     vec: float = Field(0.4, ge=0)
     name: float = Field(0.1, ge=0)
+
+
+_TEXT = {"type": "string"}
+# What ``context`` accepts, for the request schema (OpenAPI): the validator turns a list of turns
+# into the lines the field holds, so the field stays a string for every reader.
+CONTEXT_INPUT: dict[str, Any] = {
+    "anyOf": [
+        _TEXT,
+        {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    _TEXT,
+                    {
+                        "type": "object",
+                        "properties": {k: _TEXT for k in ("role", "speaker", "name")}
+                        | {k: _TEXT for k in ("content", "text")},
+                    },
+                ]
+            },
+        },
+    ]
+}
 
 
 class QueryParams(BaseModel):
@@ -159,7 +189,7 @@ class QueryParams(BaseModel):
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )
-    context: str = Field(
+    context: Annotated[str, WithJsonSchema(CONTEXT_INPUT, mode="validation")] = Field(
         "",
         description="earlier turns, oldest first: one per line (speaker：text allowed), or a "
         "list of turns (strings or {role|speaker, content|text} objects)",
