@@ -28,6 +28,8 @@ QUERIES = [
     ("室友失恋了，我们陪她吃了一晚上火锅", "u_mumu", "qiyu"),
     ("最近总是失眠，晚上睡不着", "u_mumu", "qiyu"),
     ("海边写生看日落", "u_mumu", "lishen"),
+    # latin script: the English profile, its term-proximity (intervals) clauses on both engines
+    ("she painted the sunset by the sea again", "u_mumu", "lishen"),
 ]
 NOW = "2025-06-01T12:00:00"
 
