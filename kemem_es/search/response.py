@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 
 class Signals(BaseModel):
-    """Each fused signal of one event hit, all in [0, 1] (the explain option)."""
+    """Each fused signal of one event hit (the explain option), in [0, 1]; ``kw`` can exceed 1
+    by up to ``proximity_share`` (word pairs found close together, latin-script queries)."""
 
     kw: float
     vec: float
