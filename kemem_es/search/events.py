@@ -290,9 +290,12 @@ def event_body(
     coverage: bool = True,
     ann_filtered: bool = True,
     parts: Sequence[Sequence[float]] = (),
+    proximity: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The search body for one database (``clauses``: coverage clauses when ``coverage``, else
-    BM25 clauses).
+    BM25 clauses; ``proximity``: word-pair clauses that add to the coverage of the memories
+    scored, but do not choose the approximate path's keyword window: over a heavy user's scope
+    they would cost more than the rest of the request).
 
     Exact: one function_score over the whole scope, ``min_score`` as the threshold (on the
     calibrated score: the vector offset is added here).
@@ -309,7 +312,7 @@ def event_body(
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
         first, window = window_query(engine, db, params, clauses, vector, use_ann, ann_filtered)
         # match_all in filter context: window docs that match no word still get scored.
-        bm25 = {"bool": {"filter": [{"match_all": {}}], "should": clauses}}
+        bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
         body["query"] = first
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
@@ -321,7 +324,7 @@ def event_body(
             },
         }
     else:
-        query = candidate_query(db, params, clauses, require_keyword)
+        query = candidate_query(db, params, [*clauses, *proximity], require_keyword)
         body["query"] = fused(engine, params, vector, now, weights, query, coverage, parts)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)
@@ -339,6 +342,7 @@ def two_stage_body(
     now: datetime,
     approx: bool,
     parts: Sequence[Sequence[float]] = (),
+    proximity: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
     rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
@@ -347,7 +351,9 @@ def two_stage_body(
     fusion. Scores outside the window lack the vector term (calibrated, they read 0)."""
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
-    body = event_body(engine, db, params, clauses, vector, now, False, weights=stage1)
+    body = event_body(
+        engine, db, params, clauses, vector, now, False, weights=stage1, proximity=proximity
+    )
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit),
         "query": {

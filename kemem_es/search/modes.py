@@ -25,13 +25,22 @@ def mode_bodies(
     args: tuple,
     parts: Sequence[Sequence[float]] = (),
     ann_filtered: bool = True,
+    proximity: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The event search bodies of one database for the chosen mode (``args``: those of
     ``events.event_body``). Every mode with a vector term gets the sentence vectors
-    (``parts``)."""
+    (``parts``); the coverage modes (fusion, two_stage) the proximity clauses."""
     threshold = params.score_threshold
     if params.mode == "fusion":
-        return [ev.event_body(*args, min_score=threshold, parts=parts, ann_filtered=ann_filtered)]
+        return [
+            ev.event_body(
+                *args,
+                min_score=threshold,
+                parts=parts,
+                ann_filtered=ann_filtered,
+                proximity=proximity,
+            )
+        ]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [
@@ -50,7 +59,7 @@ def mode_bodies(
             )
         ]
     if params.mode == "two_stage":
-        return [ev.two_stage_body(*args, parts=parts)]
+        return [ev.two_stage_body(*args, parts=parts, proximity=proximity)]
     window = max(params.limit * 4, 20)
     return [
         ev.event_body(

@@ -231,17 +231,17 @@ class Searcher:
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
             coverage_clauses(words, expansion_share=params.expansion_share)
-            + proximity_clauses(words, params.proximity_share)
             if coverage
             else keyword_clauses(words, EVENT_FIELDS)
         )
+        proximity = proximity_clauses(words, params.proximity_share) if coverage else []
         searches: list[Search] = []
         dbs: list[Database] = []
         for db in DATABASES:
             approx = self._approx(db, params)
             args = (self.engine, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
-            for body in mode_bodies(params, args, parts, ann_filtered):
+            for body in mode_bodies(params, args, parts, ann_filtered, proximity):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
                 dbs.append(db)
         return searches, dbs
