@@ -187,6 +187,7 @@ def test_proximity_pairs_the_utterances_strongest_words() -> None:
         SearchWord("rain", weight=9, context=True),  # an earlier turn's word
         SearchWord("猫", weight=9, single_char=True),
         SearchWord("ice cream", weight=0.5, tokens=("ice", "cream")),
+        SearchWord("…", weight=9, tokens=()),  # nothing the index holds: never a pair
     ]
     clauses = proximity_clauses(words, 0.4, top=3, gaps=7)
     assert len(clauses) == 3  # garden·tomato, garden·neighbour, tomato·neighbour
@@ -200,7 +201,7 @@ def test_proximity_pairs_the_utterances_strongest_words() -> None:
         probed |= {r["match"]["query"] for r in rule["intervals"]}
     assert probed == {"garden", "tomato", "neighbour"}
     # a word of several tokens is a phrase inside the pair; one word alone or share 0: nothing
-    (phrase,) = proximity_clauses([words[0], words[-1]], 0.4)
+    (phrase,) = proximity_clauses([words[0], words[-2], words[-1]], 0.4)
     inner = phrase["constant_score"]["filter"]["intervals"]["description_tok"]["all_of"]
     assert inner["intervals"][1]["match"] == {"query": "ice cream", "max_gaps": 0, "ordered": True}
     assert proximity_clauses(words[:1], 0.4) == [] and proximity_clauses(words, 0.0) == []

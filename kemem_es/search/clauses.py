@@ -228,7 +228,11 @@ def proximity_clauses(
     if share <= 0:
         return []
     strongest = sorted(
-        (w for w in words if w.weighted and not w.context and not w.single_char and w.weight > 0),
+        (
+            w
+            for w in words
+            if w.weighted and not w.context and not w.single_char and w.weight > 0 and w.toks
+        ),
         key=lambda w: -w.weight,
     )[:top]
     pairs = [(a, b) for i, a in enumerate(strongest) for b in strongest[i + 1 :]]
