@@ -65,3 +65,46 @@ def test_v1_is_refused_then_migrated_to_scoped_ids(kemem) -> None:
     (added,) = kemem.add("新的", user_id="u1", agent_id="qiyu")
     assert added.event == "ADD"
     assert migrate(kemem.engine, kemem.embedder.dim) == []  # nothing left to migrate
+
+
+def test_an_index_from_before_vector_codes_gets_them_in_place(kemem) -> None:
+    """An events index of the current version but without ``vector_code`` (written by the
+    release before it) is given the field when next written to, new memories carry their code,
+    and `migrate` fills in the code of the memories stored before; nothing else changes."""
+    from kemem_es.store import vector_code
+    from kemem_es.store.layout import VECTOR_CODE_FIELD
+    from kemem_es.store.migrate import fill_vector_codes
+    from kemem_es.store.scope import Scope
+
+    body = copy.deepcopy(index_body("events", kemem.engine.dialect, kemem.embedder.dim))
+    body["mappings"]["properties"].pop(VECTOR_CODE_FIELD)
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    kemem.engine.create_index(f"{alias}-v2", {**body, "aliases": {alias: {}}})
+    kemem.init()
+    vec = kemem.embedder.embed(["旧的记忆：去年夏天在海边"])[0].astype(float).tolist()
+    t = "2024-01-01T10:00:00"
+    scope = Scope.of(agent_id="qiyu", user_id="u1", db="user")
+    old = {"id": "m0", **scope.fields(), "uid": scope.doc_id("m0"),
+           "description": "旧的记忆：去年夏天在海边", "created_at": t, "event_time": t,
+           "vector": vec}  # fmt: skip
+    meta = {"_index": alias, "_id": scope.doc_id("m0"), "routing": scope.routing}
+    resp = kemem.engine.bulk([{"index": meta}, old], refresh=True)
+    assert not resp["errors"]
+    mapping = kemem.engine.get_index(alias)[f"{alias}-v2"]["mappings"]["properties"]
+    assert mapping[VECTOR_CODE_FIELD]["type"] == "binary"  # init added it in place
+
+    kemem.add("今天学会了做番茄炒蛋", user_id="u1", agent_id="qiyu", refresh=True)
+
+    def codes() -> dict[str, str]:
+        body = {"query": {"match_all": {}}, "docvalue_fields": [VECTOR_CODE_FIELD]}
+        hits = kemem.engine.search(alias, body)["hits"]["hits"]
+        return {h["_source"]["id"]: h.get("fields", {}).get(VECTOR_CODE_FIELD) for h in hits}
+
+    before = codes()
+    assert before["m0"] is None and sum(c is not None for c in before.values()) == 1
+    (rep,) = fill_vector_codes(kemem.engine, kemem.embedder.dim)
+    assert rep.alias == alias and rep.filled == 1
+    after = codes()
+    assert float(vector_code.decode(after["m0"][0]) @ vec) == pytest.approx(1.0, abs=2e-3)
+    assert fill_vector_codes(kemem.engine, kemem.embedder.dim) == []  # re-running: nothing
+    assert kemem.get("m0", user_id="u1", agent_id="qiyu").text == "旧的记忆：去年夏天在海边"

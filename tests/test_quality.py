@@ -372,9 +372,15 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     assert p.proximity_share == 0
     own = QueryParams(agent_id="a", user_id="u", proximity_share=0.1)
     assert script_params(own, ["pickles is sneezing"])[0].proximity_share == 0.1
+    # closeness to a confident best hit lifts Chinese memories only: m3e's English cosines
+    # are all high
+    assert latin.anchor_weight == p.latin_anchor_weight == 0 < p.anchor_weight
+    own_anchor = QueryParams(agent_id="a", user_id="u", anchor_weight=0.1)
+    assert script_params(own_anchor, ["pickles is sneezing"])[0].anchor_weight == 0.1
     both = QueryParams(
-        agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0
-    )
+        agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0,
+        anchor_weight=0.2,
+    )  # fmt: skip
     assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):
         QueryParams(agent_id="a", user_id="u", latin_weights={"kw": 0.9, "vec": 0.2})

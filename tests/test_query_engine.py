@@ -354,7 +354,7 @@ def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
     resp = q(km, "最近总是失眠，晚上睡不着。周末想去海边放风筝", explain=True)
     w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
     for e in resp.memory_events:
-        fused = sum(w[k] * getattr(e.signals, k) for k in w)
+        fused = sum(w[k] * getattr(e.signals, k) for k in w) + e.signals.anchor
         if 0.0 < e.signals.vec < 1.0:
             assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)
     # the approximate path rescores its window with the same formula
@@ -362,6 +362,38 @@ def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
     exact = {e.index: e.score for e in resp.memory_events}
     for e in approx.memory_events:
         assert e.score == pytest.approx(exact[e.index], abs=1e-4)
+
+
+def test_a_confident_best_memory_lifts_the_ones_close_to_it_in_meaning(kemem, embedder) -> None:
+    """Anchor feedback: the best hit leads clearly, so each other hit of the window gains
+    0.2 · max(0, cos − 0.7) / 0.3 of its cosine to it, read off the vector codes the engine
+    returns; the best hit stays first and nothing changes without the feedback."""
+    kemem.init()
+    texts = {
+        "birthday": "生日那天和小林去吃了海底捞火锅，她点了一大盘毛肚，还唱了生日歌。",
+        "spicy": "上个月和小林一起吃火锅，她被辣得直喝酸梅汤。",
+        "meeting": "下午在公司开了三个小时的会，讨论下季度的预算。",
+        "library": "周末去图书馆借了两本推理小说。",
+    }
+    kemem.index_records(
+        [ev(k, t, "2025-05-01 10:00:00", user="u_anchor") for k, t in texts.items()],
+        "events",
+        "user",
+    )
+    scope = {"user_id": "u_anchor", "agent_id": A, "now": NOW, "score_threshold": 0.0}
+    text = "生日那天和小林吃的海底捞火锅，毛肚真好吃"
+    on = kemem.query(text, explain=True, **scope).memory_events
+    off = kemem.query(text, explain=True, anchor_weight=0.0, **scope).memory_events
+    assert on[0].index == off[0].index == "birthday"
+    assert off[0].score - off[1].score >= 0.1  # a confident anchor
+    vec = dict(zip(texts, embedder.embed(list(texts.values())), strict=True))
+    own = {e.index: e.score for e in off}
+    for e in on[1:]:
+        cos = float(vec[e.index] @ vec["birthday"])
+        assert e.signals.anchor == pytest.approx(0.2 * max(0.0, cos - 0.7) / 0.3, abs=3e-3)
+        assert e.score == pytest.approx(own[e.index] + e.signals.anchor, abs=1e-3)
+    assert {e.index: e.signals.anchor for e in on}["spicy"] > 0.05
+    assert all(e.signals.anchor == 0.0 for e in off)
 
 
 def test_a_vague_last_turn_recalls_the_topic_of_earlier_turns(km) -> None:

@@ -65,15 +65,19 @@ def migrate(
     variant: str | None = VariantOpt,
 ) -> None:
     """Copy indices written by an older kemem-es (global ids, or several shards without
-    routing) into the current layout (ids per scope, routed by scope).
-    Does nothing when there is nothing to migrate."""
+    routing) into the current layout (ids per scope, routed by scope), and give event memories
+    stored before vector codes existed their code. Does nothing when there is nothing to do."""
+    from kemem_es.store.migrate import fill_vector_codes
     from kemem_es.store.migrate import migrate as run_migration
 
     with guarded():
         km = _kemem(model_dir, variant)
         reports = run_migration(km.engine, km.embedder.dim, drop_old=drop_old)
-        if not reports:
+        filled = fill_vector_codes(km.engine, km.embedder.dim)
+        if not reports and not filled:
             console.print("nothing to migrate")
+        for code in filled:
+            console.print(f"{code.alias}: {code.filled} vector code(s) filled in", highlight=False)
         for rep in reports:
             console.print(
                 f"{rep.alias}: {rep.old_index} → {rep.new_index}, {rep.copied} copied"

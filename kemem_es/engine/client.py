@@ -161,6 +161,10 @@ class Engine(ABC):
     @abstractmethod
     def put_index_template(self, name: str, body: dict[str, Any]) -> None: ...
 
+    @abstractmethod
+    def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
+        """Fields added to an existing index's mapping (existing fields cannot change)."""
+
     # -- calls that are the same shape on both -----------------------------------------
     def health(self) -> dict[str, Any]:
         return dict(self.client.cluster.health())
@@ -317,6 +321,9 @@ class OpenSearchEngine(Engine):
         )
         return int(resp.get("deleted", 0))
 
+    def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
+        self.client.indices.put_mapping(index=index, body={"properties": properties})
+
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         if "template" in body:
             body = {**body, "template": self._scored_as_on_2x(body["template"])}
@@ -412,6 +419,9 @@ class ElasticsearchEngine(Engine):
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, **body)
+
+    def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
+        self.client.indices.put_mapping(index=index, properties=properties)
 
     def _count(
         self, index: str, body: dict[str, Any] | None, routing: str | None

@@ -28,6 +28,7 @@ from kemem_es.store.documents import (
     embed_text,
     to_document,
     to_memory,
+    vector_fields,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
 from kemem_es.store.layout import index_alias
@@ -151,7 +152,7 @@ class MemoryService:
         self.writer.learn_names([c.record])
         doc = to_document(c.record, c.scope, self.writer.tokenizer, c.memory_id)
         doc["content_hash"] = h
-        doc["vector"] = vector
+        doc.update(vector_fields(kind, vector))
         if stored is None:
             entry = history.entry(c.scope, c.memory_id, kind, "ADD", actor, new=doc)
             self.crud.create(c.scope, kind, c.memory_id, doc, entry, refresh)
@@ -299,7 +300,7 @@ class MemoryService:
         doc["content_hash"] = content_hash(c.record, self.writer.embedder.name)
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):
-            doc["vector"] = self.writer.vectors([c.record])[0]
+            doc.update(vector_fields(kind, self.writer.vectors([c.record])[0]))
         for f in LIFECYCLE_FIELDS:
             doc.pop(f, None)
         if "strength" not in changes:

@@ -343,6 +343,7 @@ def two_stage_body(
     approx: bool,
     parts: Sequence[Sequence[float]] = (),
     proximity: Sequence[dict[str, Any]] = (),
+    size: int | None = None,
 ) -> dict[str, Any]:
     """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
     rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
@@ -352,10 +353,11 @@ def two_stage_body(
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(
-        engine, db, params, clauses, vector, now, False, weights=stage1, proximity=proximity
-    )
+        engine, db, params, clauses, vector, now, False, weights=stage1, size=size,
+        proximity=proximity,
+    )  # fmt: skip
     body["rescore"] = {
-        "window_size": max(params.two_stage_window, params.limit),
+        "window_size": max(params.two_stage_window, params.limit, size or 0),
         "query": {
             "rescore_query": fused(
                 engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}, parts=parts

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.params import QueryParams
 
@@ -29,18 +30,20 @@ def mode_bodies(
 ) -> list[dict[str, Any]]:
     """The event search bodies of one database for the chosen mode (``args``: those of
     ``events.event_body``). Every mode with a vector term gets the sentence vectors
-    (``parts``); the coverage modes (fusion, two_stage) the proximity clauses."""
+    (``parts``); the coverage modes (fusion, two_stage) the proximity clauses, and the window
+    and vector codes that anchor feedback reorders (``anchor``)."""
     threshold = params.score_threshold
+    size = anchor.request_size(params)
     if params.mode == "fusion":
-        return [
-            ev.event_body(
-                *args,
-                min_score=threshold,
-                parts=parts,
-                ann_filtered=ann_filtered,
-                proximity=proximity,
-            )
-        ]
+        body = ev.event_body(
+            *args,
+            size=size,
+            min_score=threshold,
+            parts=parts,
+            ann_filtered=ann_filtered,
+            proximity=proximity,
+        )
+        return [body | anchor.code_fields(params)]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [
@@ -59,7 +62,8 @@ def mode_bodies(
             )
         ]
     if params.mode == "two_stage":
-        return [ev.two_stage_body(*args, parts=parts, proximity=proximity)]
+        body = ev.two_stage_body(*args, parts=parts, proximity=proximity, size=size)
+        return [body | anchor.code_fields(params)]
     window = max(params.limit * 4, 20)
     return [
         ev.event_body(

@@ -16,6 +16,9 @@ class Signals(BaseModel):
     time: float
     strength: float
     bm25: float = Field(description="raw BM25 of the keyword clauses, before saturation")
+    anchor: float = Field(
+        0.0, description="what closeness to a confident best hit added (anchor feedback)"
+    )
 
 
 class EventHit(BaseModel):

@@ -15,6 +15,7 @@ from kemem_es.engine.client import Engine, Search
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
+from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
     EVENT_FIELDS,
@@ -283,7 +284,7 @@ class Searcher:
             # min_score has run, so the threshold is applied to what came back.
             ranked = [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
         out = []
-        for db, hit, score in ranked[: params.limit]:
+        for db, hit, score, gain in anchor.feedback(params, ranked)[: params.limit]:
             signals = None
             if params.explain and mode != "rrf" and "_explanation" in hit:
                 signals = signals_from_explanation(hit["_explanation"])
@@ -302,7 +303,7 @@ class Searcher:
                     # derived from rounded explanation values: good to ~0.005
                     update["kw"] = round(kw, 3) if kw > 0.005 else 0.0
                     update["bm25"] = update["kw"]
-                signals = signals.model_copy(update=update)
+                signals = signals.model_copy(update={**update, "anchor": round(gain, 4)})
             out.append((db, hit, score, signals))
         return out, sorted(set(missing))
 

@@ -32,6 +32,7 @@ from kemem_es.store.documents import (
     embed_text,
     record_names,
     to_document,
+    vector_fields,
 )
 from kemem_es.store.layout import index_alias
 from kemem_es.store.validation import Checked
@@ -218,7 +219,7 @@ class BulkWriter:
             old = existing.get(c.doc_id)
             doc = to_document(c.record, c.scope, self.tokenizer, c.memory_id)
             doc["content_hash"] = h
-            doc["vector"] = vec
+            doc.update(vector_fields(kind, vec))
             if old:
                 doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
                 if "strength" not in c.record.model_fields_set and "strength" in old:

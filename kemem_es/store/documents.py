@@ -31,7 +31,8 @@ from kemem_es.models import (
     MemoryKind,
     MemoryRecord,
 )
-from kemem_es.store.layout import ID_FIELD, UID_FIELD
+from kemem_es.store import vector_code
+from kemem_es.store.layout import ID_FIELD, UID_FIELD, VECTOR_CODE_FIELD, VECTOR_FIELD
 from kemem_es.store.scope import Scope
 
 # Kept when an import or an update rewrites a memory: what its life so far has earned it.
@@ -166,6 +167,14 @@ def to_document(
         )
     # An empty optional value is stored as absent, so that `exists` filters mean something.
     return {k: v for k, v in doc.items() if v is not None and not (k in OPTIONAL_TERMS and v == "")}
+
+
+def vector_fields(kind: MemoryKind, vector: list[float]) -> dict[str, Any]:
+    """What a new vector sets in a document: the vector, and for events its code (the compact
+    copy the query path compares hits with, ``store.vector_code``)."""
+    if kind == "events" and vector:
+        return {VECTOR_FIELD: vector, VECTOR_CODE_FIELD: vector_code.encode(vector)}
+    return {VECTOR_FIELD: vector}
 
 
 _RECORD_FIELDS: dict[MemoryKind, tuple[str, ...]] = {

@@ -10,7 +10,7 @@ from typing import Any
 from kemem_es.contract.memory import Action, HistoryEntry
 from kemem_es.models import MemoryKind
 from kemem_es.store.documents import utc_now
-from kemem_es.store.layout import history_alias
+from kemem_es.store.layout import VECTOR_CODE_FIELD, VECTOR_FIELD, history_alias
 from kemem_es.store.scope import Scope
 
 _last_seq = 0
@@ -56,7 +56,9 @@ def entry(
 
 def _slim(source: dict[str, Any]) -> dict[str, Any]:
     return {
-        k: v for k, v in source.items() if not k.endswith("_tok") and k not in ("vector", "meta")
+        k: v
+        for k, v in source.items()
+        if not k.endswith("_tok") and k not in (VECTOR_FIELD, VECTOR_CODE_FIELD, "meta")
     }
 
 

@@ -14,11 +14,12 @@ DATABASES: tuple[Database, ...] = get_args(Database)
 KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
 
 VECTOR_FIELD = "vector"
+VECTOR_CODE_FIELD = "vector_code"  # events: the vector as int8 doc values (store.vector_code)
 TIME_FIELD = "event_time"  # events: when the episode happened (what time decay measures)
 ID_FIELD = "id"  # the caller's memory id, unique within a scope and kind
 UID_FIELD = "uid"  # the engine _id, stored as a keyword: the tie-breaker for stable paging
-# What hits never need to carry back: the vector and the token copies of the texts.
-HEAVY_FIELDS = [VECTOR_FIELD, "*_tok", "content_hash", "meta"]
+# What hits never need to carry back: the vector, its code and the token copies of the texts.
+HEAVY_FIELDS = [VECTOR_FIELD, VECTOR_CODE_FIELD, "*_tok", "content_hash", "meta"]
 
 
 def index_alias(prefix: str, db: Database, kind: MemoryKind) -> str:

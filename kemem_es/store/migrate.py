@@ -24,11 +24,20 @@ from typing import Any
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import KememError
 from kemem_es.models import Database, MemoryKind, check_vector
+from kemem_es.store import vector_code
 from kemem_es.store.documents import meta_entries
-from kemem_es.store.layout import DATABASES, KINDS, UID_FIELD, VECTOR_FIELD, index_alias
+from kemem_es.store.layout import (
+    DATABASES,
+    KINDS,
+    UID_FIELD,
+    VECTOR_CODE_FIELD,
+    VECTOR_FIELD,
+    index_alias,
+)
 from kemem_es.store.scope import scope_of_source
 from kemem_es.store.templates import (
     ROUTING,
+    check_compatible,
     concrete_index,
     install_history,
     install_users,
@@ -87,7 +96,9 @@ def _scan(engine: Engine, index: str, key: str) -> Iterator[list[dict[str, Any]]
         after = hits[-1]["sort"]
 
 
-def _convert(db: Database, source: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _convert(
+    db: Database, kind: MemoryKind, source: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(bulk action meta without the index, document) of one memory in the current layout."""
     scope = scope_of_source(db, source)
     doc = dict(source)
@@ -97,6 +108,8 @@ def _convert(db: Database, source: dict[str, Any]) -> tuple[dict[str, Any], dict
     doc["meta"] = meta_entries(doc.get("metadata") or {})
     if doc.get(VECTOR_FIELD):  # written before vectors were stored at unit length
         doc[VECTOR_FIELD] = check_vector(doc[VECTOR_FIELD])
+        if kind == "events":
+            doc[VECTOR_CODE_FIELD] = vector_code.encode(doc[VECTOR_FIELD])
     return {"_id": scope.doc_id(memory_id), "routing": scope.routing}, doc
 
 
@@ -130,7 +143,7 @@ def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[Migration
                 lines: list[dict[str, Any]] = []
                 for h in hits:
                     try:
-                        meta, doc = _convert(db, h["_source"])
+                        meta, doc = _convert(db, kind, h["_source"])
                     except KememError as exc:
                         rep.skipped.append(f"{h['_id']}: {exc}")
                         continue
@@ -156,4 +169,52 @@ def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[Migration
                 engine.delete_index(old)
                 rep.dropped_old = True
             reports.append(rep)
+    return reports
+
+
+@dataclass
+class CodeReport:
+    alias: str
+    filled: int = 0
+
+
+def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
+    """Event memories stored before vectors had a code (``store.vector_code``) get it, read
+    off their stored vector: until then anchor feedback passes them by. The index is given the
+    field first (``templates.check_compatible``). Asks again for memories still without a code
+    until none is left (never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN
+    reader, see the README); one partial update per memory. No history entry: what the memory
+    says does not change."""
+    reports = []
+    prefix = engine.settings.index_prefix
+    missing = {"bool": {"filter": [{"exists": {"field": VECTOR_FIELD}}],
+                        "must_not": [{"exists": {"field": VECTOR_CODE_FIELD}}]}}  # fmt: skip
+    with engine_errors("filling vector codes"):
+        for db in DATABASES:
+            alias = index_alias(prefix, db, "events")
+            if not engine.index_exists(alias):
+                continue
+            check_compatible(engine, alias, memory_index_body(engine, db, "events", dims))
+            rep = CodeReport(alias)
+            while True:
+                body = {"size": PAGE, "sort": [{UID_FIELD: "asc"}], "query": missing,
+                        "_source": [VECTOR_FIELD]}  # fmt: skip
+                hits = engine.search(alias, body)["hits"]["hits"]
+                if not hits:
+                    break
+                lines: list[dict[str, Any]] = []
+                for h in hits:
+                    ref = {"_index": h["_index"], "_id": h["_id"]}
+                    if h.get("_routing"):
+                        ref["routing"] = h["_routing"]
+                    code = vector_code.encode(h["_source"][VECTOR_FIELD])
+                    lines += [{"update": ref}, {"doc": {VECTOR_CODE_FIELD: code}}]
+                resp = engine.bulk(lines, refresh=True)
+                bad = [i for i in resp["items"] if i["update"].get("status", 500) >= 300]
+                if bad:
+                    reason = bad[0]["update"].get("error", {}).get("reason", "refused")
+                    raise KememError(f"filling vector codes in {alias}: {reason}")
+                rep.filled += len(hits)
+            if rep.filled:
+                reports.append(rep)
     return reports

@@ -22,6 +22,7 @@ from kemem_es.models import Database, MemoryKind
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
+    VECTOR_CODE_FIELD,
     VECTOR_FIELD,
     history_alias,
     index_alias,
@@ -30,6 +31,10 @@ from kemem_es.store.layout import (
 
 HISTORY = "history"
 USERS = "users"
+# Fields a later release added to a template version: an index of that version without them is
+# given them in place (an added field changes nothing that is stored); its older documents
+# simply lack them until they are written again or `kemem-es migrate` fills them in.
+ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD})
 
 
 @cache
@@ -218,9 +223,12 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
                 f"template version {meta.get('kemem_template_version')} "
                 f"(this kemem-es writes {want_meta['kemem_template_version']})"
             )
+        added: dict[str, Any] = {}
         for field, spec in wanted["mappings"]["properties"].items():
             got = have.get(field)
-            if got is None:
+            if got is None and field in ADDED_FIELDS:
+                added[field] = spec
+            elif got is None:
                 problems.append(f"field {field!r} missing")
             elif got.get("type") != spec.get("type"):
                 problems.append(f"field {field!r} is {got.get('type')}, wants {spec.get('type')}")
@@ -237,6 +245,8 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
                 + ". Use another KEMEM_INDEX_PREFIX, or `kemem-es init --recreate` "
                 "(deletes its data)."
             )
+        if added:
+            engine.put_mapping(name, added)
 
 
 def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind) -> None:

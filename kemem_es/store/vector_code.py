@@ -1,0 +1,33 @@
+"""A memory's vector as a compact doc value: 512 int8 components, base64 in a ``binary`` field.
+
+The query path needs to compare the hits of one answer with each other (anchor feedback,
+``search.anchor``). The engine cannot do that inside a request, and fetching the float vectors
+is slow: OpenSearch 3.5 rebuilds them from the k-NN files (derived source), +2.2 ms for 20
+hits. A binary doc value of 512 bytes per memory comes back in +0.15 ms, and a cosine read off
+it differs from the float one by about 0.001 (each vector is scaled by its largest component
+before rounding, so no dimension is wasted).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def encode(vector: Sequence[float]) -> str:
+    """The code of a vector (its direction only: cosines are all that is read from it)."""
+    v = np.asarray(vector, dtype=np.float32)
+    top = float(np.abs(v).max()) if v.size else 0.0
+    q = np.round(v / top * 127) if top > 0 else np.zeros_like(v)
+    return base64.b64encode(q.astype(np.int8).tobytes()).decode("ascii")
+
+
+def decode(code: str) -> np.ndarray:
+    """A code back as a unit-length float vector (zeros for an all-zero vector). The engine
+    returns binary doc values without base64 padding."""
+    raw = base64.b64decode(code + "=" * (-len(code) % 4))
+    v = np.frombuffer(raw, dtype=np.int8).astype(np.float32)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v

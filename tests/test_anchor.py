@@ -1,0 +1,104 @@
+"""Anchor feedback and the vector codes it reads (pure logic; the engine test is in
+test_query_engine)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from kemem_es.config import Settings
+from kemem_es.engine.client import OpenSearchEngine
+from kemem_es.search import anchor
+from kemem_es.search.modes import mode_bodies
+from kemem_es.search.params import QueryParams
+from kemem_es.store import vector_code
+from kemem_es.store.layout import VECTOR_CODE_FIELD
+
+
+def unit(v) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float64)
+    return v / np.linalg.norm(v)
+
+
+def test_a_code_keeps_the_cosine_to_a_thousandth() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a, b = unit(rng.normal(size=512)), unit(rng.normal(size=512) + 2 * rng.normal(size=1))
+        da, db = (
+            vector_code.decode(vector_code.encode(a)),
+            vector_code.decode(vector_code.encode(b)),
+        )
+        assert float(da @ db) == pytest.approx(float(a @ b), abs=2e-3)
+        assert len(vector_code.encode(a)) == 684  # 512 bytes in base64
+    # the engine returns binary doc values without padding; an all-zero vector stays zero
+    code = vector_code.encode([0.0] * 4)
+    assert not vector_code.decode(code.rstrip("=")).any()
+
+
+def hit(name: str, vec) -> dict:
+    return {"_id": name, "fields": {VECTOR_CODE_FIELD: [vector_code.encode(vec).rstrip("=")]}}
+
+
+def order(rows) -> list[str]:
+    return [r[1]["_id"] for r in rows]
+
+
+# The anchor; a memory close to it (cosine 0.91); one far from it (cosine 0.2).
+A = unit([1.0, 0.0, 0.0, 0.0])
+NEAR = unit([0.91, np.sqrt(1 - 0.91**2), 0.0, 0.0])
+FAR = unit([0.2, 0.0, np.sqrt(1 - 0.04), 0.0])
+P = QueryParams(agent_id="a", user_id="u")
+
+
+def test_a_confident_anchor_raises_the_memories_close_to_it() -> None:
+    ranked = [("user", hit("a", A), 0.80), ("user", hit("far", FAR), 0.60),
+              ("user", hit("near", NEAR), 0.55)]  # fmt: skip
+    out = anchor.feedback(P, ranked)
+    assert order(out) == ["a", "near", "far"]
+    gain = {r[1]["_id"]: r[3] for r in out}
+    assert gain["near"] == pytest.approx(0.2 * (0.91 - 0.7) / 0.3, abs=3e-3)
+    assert gain["far"] == 0.0 and gain["a"] == 0.0
+    assert out[1][2] == pytest.approx(0.55 + gain["near"])
+
+
+def test_no_feedback_without_a_clear_lead_or_a_code_or_in_other_modes() -> None:
+    close_call = [("user", hit("a", A), 0.62), ("user", hit("far", FAR), 0.60),
+                  ("user", hit("near", NEAR), 0.55)]  # fmt: skip
+    assert order(anchor.feedback(P, close_call)) == ["a", "far", "near"]
+    uncoded = [("user", {"_id": "a"}, 0.8), ("user", hit("far", FAR), 0.6),
+               ("user", hit("near", NEAR), 0.55)]  # fmt: skip
+    assert order(anchor.feedback(P, uncoded)) == ["a", "far", "near"]
+    ranked = [("user", hit("a", A), 0.8), ("user", hit("far", FAR), 0.6),
+              ("user", {"_id": "old"}, 0.55)]  # fmt: skip
+    assert [r[3] for r in anchor.feedback(P, ranked)] == [0.0, 0.0, 0.0]
+    for mode in ("bm25", "vector", "rrf"):
+        params = P.model_copy(update={"mode": mode})
+        assert not anchor.active(params) and anchor.code_fields(params) == {}
+    assert not anchor.active(P.model_copy(update={"anchor_weight": 0.0}))
+
+
+def test_no_memory_passes_the_anchor() -> None:
+    twin = unit([0.999, 0.0447, 0.0, 0.0])
+    ranked = [("user", hit("a", A), 0.70), ("user", hit("twin", twin), 0.58)]
+    out = anchor.feedback(P, ranked)
+    assert order(out) == ["a", "twin"] and out[1][2] == pytest.approx(0.70)
+
+
+def test_fused_bodies_return_the_window_with_codes() -> None:
+    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    args = (engine, "user", P, [{"term": {"keywords": "x"}}], [0.1], datetime(2025, 1, 1), False)
+    (fusion,) = mode_bodies(P, args)
+    assert fusion["size"] == P.anchor_window > P.limit
+    assert fusion["docvalue_fields"] == [VECTOR_CODE_FIELD]
+    staged = P.model_copy(update={"mode": "two_stage", "limit": 30})
+    (two,) = mode_bodies(staged, (engine, "user", staged, *args[3:]))
+    assert two["size"] == 30 and two["rescore"]["window_size"] >= 30
+    off = P.model_copy(update={"anchor_weight": 0.0})
+    (plain,) = mode_bodies(off, (engine, "user", off, *args[3:]))
+    assert plain["size"] == P.limit and "docvalue_fields" not in plain
+    for mode in ("bm25", "vector", "rrf"):
+        other = P.model_copy(update={"mode": mode})
+        for body in mode_bodies(other, (engine, "user", other, *args[3:])):
+            assert "docvalue_fields" not in body
