@@ -153,8 +153,8 @@ def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
     assert by_id["vec-only"].signals.vec > by_id["noise-2"].signals.vec
     assert got.index("vec-only") < got.index("noise-1")
     w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
-    for e in resp.memory_events:  # the explained signals add up to the engine's fused score
-        fused = sum(w[k] * getattr(e.signals, k) for k in w)
+    for e in resp.memory_events:  # the explained signals add up to the answer's score
+        fused = sum(w[k] * getattr(e.signals, k) for k in w) + e.signals.anchor
         if 0.0 < e.signals.vec < 1.0:  # (vec is shown clamped to [0, 1]; the sum is not)
             assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=2e-3)
         assert 0.0 <= e.score <= 1.0
