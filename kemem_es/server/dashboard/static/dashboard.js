@@ -242,9 +242,17 @@
       bar.append(seg);
       left += part;
     }
+    // Anchor feedback: what closeness to a confident best hit added (weight 1, after the sum).
+    const gain = hit.signals.anchor || 0;
+    if (gain > 0) {
+      const seg = h("div", { class: "seg anchor", title: `anchor: +${fmt(gain)} (close to the best hit)` });
+      seg.style.left = `${100 * Math.min(left, 1)}%`;
+      seg.style.width = `${100 * Math.max(0, Math.min(gain, 1 - left))}%`;
+      bar.append(seg);
+    }
     // The engine does not cap the vector term at 1 (only the total score): a cosine above
     // vec_ceil adds beyond the clamped vec signal. Drawn as its own lighter segment.
-    const over = Math.min(hit.score, 1) - left;
+    const over = Math.min(hit.score, 1) - gain - left;
     if (over > 0.002 && (hit.signals.vec || 0) >= 0.999 && weights.vec) {
       const seg = h("div", { class: "seg vec over", title: `cosine above vec_ceil: +${fmt(over)}` });
       seg.style.left = `${100 * left}%`;
@@ -277,7 +285,7 @@
       h("div", { class: "chips expansions" }, exp.length ? exp.map(([word, lv]) => h("span", { class: `chip l${lv}` }, word, h("span", { class: "lv" }, lv))) : h("span", { class: "muted" }, "–")));
 
     box.append(h("h3", null, "events"), h("div", { class: "legend" },
-      SIGNALS.map((k) => h("span", null, h("span", { class: `key ${k}` }), `${k}`)),
+      [...SIGNALS, "anchor"].map((k) => h("span", null, h("span", { class: `key ${k}` }), `${k}`)),
       h("span", null, "red line: threshold · black line: score")));
     if (!r.memory_events.length) box.append(h("p", { class: "muted" }, "no event reached the threshold"));
     r.memory_events.forEach((e, i) => {
@@ -287,7 +295,9 @@
       if (e.deepinsight) hit.append(h("div", { class: "meta" }, e.deepinsight));
       if (e.signals && w) {
         hit.append(sigBar(e, w, run.score_threshold));
-        hit.append(h("div", { class: "legend sigvals" }, SIGNALS.map((k) => h("span", { data: { signal: k } }, `${k} ${fmt(e.signals[k])}${w[k] ? ` ×${w[k]} = ${fmt(w[k] * e.signals[k])}` : ""}`))));
+        const vals = SIGNALS.map((k) => h("span", { data: { signal: k } }, `${k} ${fmt(e.signals[k])}${w[k] ? ` ×${w[k]} = ${fmt(w[k] * e.signals[k])}` : ""}`));
+        if (e.signals.anchor > 0) vals.push(h("span", { data: { signal: "anchor" } }, `anchor +${fmt(e.signals.anchor)}`));
+        hit.append(h("div", { class: "legend sigvals" }, vals));
       }
       box.append(hit);
     });
