@@ -227,6 +227,27 @@ def test_dashboard_in_a_browser(server: str, browser: Any) -> None:
     assert "total" in fusion.find_element(By.CSS_SELECTOR, "table.timings").text
     _screenshot(d, "explorer")
 
+    # Anchor feedback: 跑步 has one clear answer (小雨's gym card); at threshold 0 the other
+    # hits show what closeness to it added, as a segment of their own
+    query = d.find_element(By.ID, "ex-query")
+    query.clear()
+    query.send_keys("跑步")
+    threshold = d.find_element(By.ID, "ex-threshold")
+    threshold.clear()
+    threshold.send_keys("0")
+    d.find_element(By.ID, "ex-run").click()
+    _wait(
+        d,
+        lambda drv: drv.find_elements(
+            By.CSS_SELECTOR, '.run[data-mode="fusion"] .hit .sigbar .seg.anchor'
+        ),
+        "no anchor segment",
+    )
+    fusion = d.find_element(By.CSS_SELECTOR, '.run[data-mode="fusion"]')
+    hits = fusion.find_elements(By.CSS_SELECTOR, ".hit")
+    assert not hits[0].find_elements(By.CSS_SELECTOR, ".seg.anchor")  # the anchor gains nothing
+    assert hits[1].find_elements(By.CSS_SELECTOR, '.sigvals [data-signal="anchor"]')
+
     # The overview's live panel now has /query's stages (the explorer's queries are not chat
     # traffic, so run one through /query like a chat backend would).
     r = httpx.post(
