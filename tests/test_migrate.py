@@ -61,6 +61,9 @@ def test_v1_is_refused_then_migrated_to_scoped_ids(kemem) -> None:
         kemem.get("m1", user_id="u2", agent_id="qiyu")
     page = kemem.get_all(user_id="u1", agent_id="qiyu", filters={"metadata.mood": "ok"})
     assert [m.id for m in page.results] == ["m1"]
+    body = {"query": {"match_all": {}}, "docvalue_fields": ["vector_code"]}
+    (copied,) = kemem.engine.search(user_alias, body)["hits"]["hits"]
+    assert copied["fields"]["vector_code"]  # the copy carries its vector's code
     assert {r.action for r in kemem.init()} == {"exists"}
     (added,) = kemem.add("新的", user_id="u1", agent_id="qiyu")
     assert added.event == "ADD"

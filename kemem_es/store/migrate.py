@@ -25,7 +25,7 @@ from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import KememError
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
-from kemem_es.store.documents import meta_entries
+from kemem_es.store.documents import meta_entries, vector_fields
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
@@ -107,9 +107,7 @@ def _convert(
     doc[UID_FIELD] = scope.doc_id(memory_id)
     doc["meta"] = meta_entries(doc.get("metadata") or {})
     if doc.get(VECTOR_FIELD):  # written before vectors were stored at unit length
-        doc[VECTOR_FIELD] = check_vector(doc[VECTOR_FIELD])
-        if kind == "events":
-            doc[VECTOR_CODE_FIELD] = vector_code.encode(doc[VECTOR_FIELD])
+        doc.update(vector_fields(kind, check_vector(doc[VECTOR_FIELD]) or []))
     return {"_id": scope.doc_id(memory_id), "routing": scope.routing}, doc
 
 
