@@ -22,17 +22,18 @@ from kemem_es.store.layout import VECTOR_CODE_FIELD
 km = make_kemem("bench-lat-r11-100000")
 send = km.engine.msearch
 captured: list[tuple[str, object]] = []
-scenario = ""
+current = {"scenario": ""}
 
 
 def capture(searches):
-    captured.extend((scenario, s) for s in searches if "events" in s[0])
+    captured.extend((current["scenario"], s) for s in searches if "events" in s[0])
     return send(searches)
 
 
 km.engine.msearch = capture
 texts = lat.scale.queries(120, 11)
-for scenario, opts in lat.SCENARIOS.items():
+for name, opts in lat.SCENARIOS.items():
+    current["scenario"] = name
     lat.run_queries(km, texts, opts)
 km.engine.msearch = send
 
