@@ -166,8 +166,17 @@ def test_bulk_lines_through_the_official_client(es_url: str) -> None:
     assert lines[1]["id"] == "e1" and lines[1]["uid"] == doc_id
     assert lines[1]["description_tok"] == "吃 火 锅"
     assert len(lines[1]["vector"]) == DIMS
+    assert len(lines[1]["vector_code"]) == 12  # 8 int8 components in base64
     assert history[0] == {"index": {"_index": "kemem-history"}}
     assert history[1]["event"] == "ADD" and history[1]["memory_id"] == "e1"
+    assert "vector_code" not in history[1]["new"] and "vector" not in history[1]["new"]
+
+
+def test_a_field_is_added_to_an_existing_mapping(es_url: str) -> None:
+    engine = connect(get_settings(es_url=es_url))
+    engine.put_mapping("kemem-user-events-v2", {"vector_code": {"type": "binary"}})
+    (body,) = sent("PUT", "/kemem-user-events-v2/_mapping")
+    assert body == {"properties": {"vector_code": {"type": "binary"}}}
 
 
 @pytest.mark.parametrize("path", ["exact", "approx"])
