@@ -551,6 +551,7 @@ def test_english_words_close_together_count_more(kemem) -> None:
     adds its part of ``latin_proximity_share`` to the keyword coverage)."""
     kemem.init()
     close = "Sam helped the neighbour pick tomatoes in the garden on Sunday morning."
+    reversed_ = "In the garden, tomatoes are what Sam and the neighbour pick on Sundays."
     far = (
         "The neighbour came by early to borrow a ladder, and we ended up talking about his new "
         "job at the bakery downtown for an hour. Later I cooked pasta, called my sister and "
@@ -561,6 +562,7 @@ def test_english_words_close_together_count_more(kemem) -> None:
         [
             ev("en-close", close, "2025-05-01 10:00:00", user="u_prox"),
             ev("en-far", far, "2025-05-01 10:00:00", user="u_prox"),
+            ev("en-reversed", reversed_, "2025-05-01 10:00:00", user="u_prox"),
         ],
         "events",
         "user",
@@ -579,6 +581,7 @@ def test_english_words_close_together_count_more(kemem) -> None:
     off = {e.index: e.score for e in kemem.query(text, proximity_share=0, **scope).memory_events}
     gain = {k: on[k] - off[k] for k in on}
     assert gain["en-close"] == pytest.approx(0.4 * 0.4, abs=1e-3)  # every pair close together
+    assert gain["en-reversed"] == pytest.approx(gain["en-close"], abs=1e-3)  # in either order
     assert 0 < gain["en-far"] < gain["en-close"] / 2  # garden·tomatoes only
 
 

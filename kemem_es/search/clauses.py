@@ -245,8 +245,9 @@ def proximity_clauses(
                         field: {
                             "all_of": {
                                 "intervals": [_interval(a), _interval(b)],
+                                # either order: unordered is the default (3.5 deprecates
+                                # the ``ordered`` flag of all_of)
                                 "max_gaps": gaps,
-                                "ordered": False,
                             }
                         }
                     }
