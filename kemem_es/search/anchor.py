@@ -9,9 +9,10 @@ anchor), every other hit of the answer's window gains
 
     anchor_weight · max(0, cos(hit, anchor) − anchor_floor) / (1 − anchor_floor)
 
-and the anchor stays first. Without the gate, feedback from a wrong anchor costs MemDaily (one
-memory per question) 0.009 R@5; with it, nothing. Measured on the dev sets (round 11 of
-bench/results/2026-11-26-quality): long dialogue set R@5 +0.036, short set +0.003.
+and the anchor stays first. Without the gate, feedback from a wrong anchor cost MemDaily (one
+memory per question) 0.009 R@5 offline; with it, nothing measurable. On the engine (round 11 of
+bench/results/2026-11-26-quality): long dialogue set R@5 0.689 → 0.725, short set 0.934 →
+0.937, the blind check set unchanged.
 
 The engine cannot compare two hits of one request, so the comparison runs here, on the window
 the engine returned (``anchor_window`` hits, each with its vector's int8 code as a doc value:

@@ -244,9 +244,9 @@ def proximity_clauses(
                     "intervals": {
                         field: {
                             "all_of": {
+                                # in either order: all_of's default (OpenSearch 3.5
+                                # deprecates its ``ordered`` flag)
                                 "intervals": [_interval(a), _interval(b)],
-                                # either order: unordered is the default (3.5 deprecates
-                                # the ``ordered`` flag of all_of)
                                 "max_gaps": gaps,
                             }
                         }
