@@ -76,7 +76,7 @@ def test_an_index_from_before_vector_codes_gets_them_in_place(kemem) -> None:
     and `migrate` fills in the code of the memories stored before; nothing else changes."""
     from kemem_es.store import vector_code
     from kemem_es.store.layout import VECTOR_CODE_FIELD
-    from kemem_es.store.migrate import fill_vector_codes
+    from kemem_es.store.migrate import fill_vector_codes, without_vector_codes
     from kemem_es.store.scope import Scope
 
     body = copy.deepcopy(index_body("events", kemem.engine.dialect, kemem.embedder.dim))
@@ -105,8 +105,17 @@ def test_an_index_from_before_vector_codes_gets_them_in_place(kemem) -> None:
 
     before = codes()
     assert before["m0"] is None and sum(c is not None for c in before.values()) == 1
-    (rep,) = fill_vector_codes(kemem.engine, kemem.embedder.dim)
-    assert rep.alias == alias and rep.filled == 1
+    # the operator is told by `init`, and `migrate` fills it in
+    from test_indexing_engine import _cli, _cli_env
+
+    proc = _cli("init", env=_cli_env(kemem))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{alias}: 1 memory(ies) stored before vector codes existed" in proc.stdout
+    proc = _cli("migrate", env=_cli_env(kemem))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{alias}: 1 vector code(s) filled in" in proc.stdout
+    assert without_vector_codes(kemem.engine) == {}
+    assert "stored before vector codes" not in _cli("init", env=_cli_env(kemem)).stdout
     after = codes()
     assert float(vector_code.decode(after["m0"][0]) @ vec) == pytest.approx(1.0, abs=2e-3)
     assert fill_vector_codes(kemem.engine, kemem.embedder.dim) == []  # re-running: nothing

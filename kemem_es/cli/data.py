@@ -57,6 +57,14 @@ def init(
             (spec,) = km.engine.get_index(res.index).values()
             shards = spec["settings"]["index"]["number_of_shards"]
             console.print(f"{res.alias} → {res.index}: {res.action} ({shards} shard(s))")
+        from kemem_es.store.migrate import without_vector_codes
+
+        for alias, n in without_vector_codes(km.engine).items():
+            console.print(
+                f"{alias}: {n} memory(ies) stored before vector codes existed; "
+                "`kemem-es migrate` fills them in (until then anchor feedback passes them by)",
+                highlight=False,
+            )
 
 
 def migrate(

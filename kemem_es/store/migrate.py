@@ -176,6 +176,30 @@ class CodeReport:
     filled: int = 0
 
 
+# Event memories with a vector but without its code: stored before codes existed.
+WITHOUT_CODE = {
+    "bool": {
+        "filter": [{"exists": {"field": VECTOR_FIELD}}],
+        "must_not": [{"exists": {"field": VECTOR_CODE_FIELD}}],
+    }
+}
+
+
+def without_vector_codes(engine: Engine) -> dict[str, int]:
+    """How many event memories per alias still lack their vector code (what ``init`` reports,
+    so an operator knows to run `kemem-es migrate`)."""
+    prefix = engine.settings.index_prefix
+    out = {}
+    with engine_errors("counting memories without vector codes"):
+        for db in DATABASES:
+            alias = index_alias(prefix, db, "events")
+            if engine.index_exists(alias):
+                n = engine.count(alias, WITHOUT_CODE)
+                if n:
+                    out[alias] = n
+    return out
+
+
 def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     """Event memories stored before vectors had a code (``store.vector_code``) get it, read
     off their stored vector: until then anchor feedback passes them by. The index is given the
@@ -185,8 +209,6 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     says does not change."""
     reports = []
     prefix = engine.settings.index_prefix
-    missing = {"bool": {"filter": [{"exists": {"field": VECTOR_FIELD}}],
-                        "must_not": [{"exists": {"field": VECTOR_CODE_FIELD}}]}}  # fmt: skip
     with engine_errors("filling vector codes"):
         for db in DATABASES:
             alias = index_alias(prefix, db, "events")
@@ -195,7 +217,7 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
             check_compatible(engine, alias, memory_index_body(engine, db, "events", dims))
             rep = CodeReport(alias)
             while True:
-                body = {"size": PAGE, "sort": [{UID_FIELD: "asc"}], "query": missing,
+                body = {"size": PAGE, "sort": [{UID_FIELD: "asc"}], "query": WITHOUT_CODE,
                         "_source": [VECTOR_FIELD]}  # fmt: skip
                 hits = engine.search(alias, body)["hits"]["hits"]
                 if not hits:
