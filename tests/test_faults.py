@@ -6,11 +6,13 @@ degrade on, no memories and the reason. Writes never degrade."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,9 +56,25 @@ def stopped_engine(kemem: Kemem) -> Iterator[None]:
     assert pid is not None, "the local test node's pid file"
     os.kill(pid, signal.SIGSTOP)
     try:
+        _until_stopped(pid)
         yield
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def _until_stopped(pid: int, within_s: float = 5.0) -> None:
+    """Wait until every thread of ``pid`` is stopped: kill() only queues the signal, and on a
+    loaded machine a thread of the node may still be answering a request for a moment."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        if states and all(s in "Tt" for s in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the node (pid {pid}) did not stop within {within_s} s")
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
