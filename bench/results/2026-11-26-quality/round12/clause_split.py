@@ -8,14 +8,14 @@ question asked once (limit 10, threshold 0, as ``bench.memdaily`` asks).
 
 from __future__ import annotations
 
-import argparse
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bench.common import make_kemem
-from bench.evalset import EvalSet, mean_metrics, metrics
-from bench.memdaily import POOL, ask, sample
+from pooled_sample import open_sample
+
+from bench.evalset import mean_metrics, metrics
+from bench.memdaily import POOL, ask
 
 MODES = ("fusion", "rrf", "vector", "bm25")
 
@@ -37,13 +37,8 @@ def interleave(lists: list[list[str]], k: int = 10) -> list[str]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--prefix", default="bench-q6-md")
-    p.add_argument("--data", default="../shared/data/dev/memdaily")
-    args = p.parse_args()
-    es = EvalSet.load(args.data)
-    km = make_kemem(args.prefix)
-    queries = [q for q in sample(list(es.queries), 600, seed=1) if question_clauses(q["text"])]
+    es, km, pooled = open_sample()
+    queries = [q for q in pooled if question_clauses(q["text"])]
     print(f"{len(queries)} compound questions of 600; R@1 / R@5 / R@10, whole → split")
     for mode in MODES:
 

@@ -14,14 +14,14 @@ seed 1, as ``bench.memdaily`` asks them), then
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 
-from bench.common import make_kemem
-from bench.evalset import EvalSet, metrics, source_file
-from bench.memdaily import POOL, ask, sample
+from pooled_sample import open_sample
+
+from bench.evalset import metrics, source_file
+from bench.memdaily import POOL, ask
 
 MODES = ("fusion", "rrf", "vector", "bm25")
 
@@ -31,14 +31,9 @@ def day(stamp: str) -> date:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--prefix", default="bench-q6-md")
-    p.add_argument("--data", default="../shared/data/dev/memdaily")
-    args = p.parse_args()
-    es = EvalSet.load(args.data)
-    km = make_kemem(args.prefix)
+    es, km, pooled = open_sample()
     docs = {d["doc_id"]: d for d in es.docs}
-    queries = sample(list(es.queries), 600, seed=1)
+    queries = pooled
     copies = Counter((source_file(d["namespace"]), d["text"]) for d in es.docs)
     links = [(q, g) for q in queries for g in es.qrels[q["qid"]]]
     shared = sum(copies[(source_file(q["namespace"]), docs[g]["text"])] > 1 for q, g in links)
