@@ -115,18 +115,23 @@ def ask(km: Any, q: dict[str, Any], **options: Any) -> Any:
     )
 
 
-def event_records(km: Any, path: Path, keywords: str) -> list[Any]:
+def event_records(km: Any, path: Path, keywords: str, names: bool = True) -> list[Any]:
     """Event memories of a JSONL file; ``keywords``: as written (an upstream extractor's), the
-    package's own TF-IDF picker (top 5, the user's and agent's names excluded), or none."""
+    package's own TF-IDF picker (top 5, the user's and agent's names excluded), or none.
+    ``names`` False: without ``user_name`` / ``agent_name``, as a caller that does not set them
+    would write them (the picker then cannot leave the names out either)."""
     from kemem_es import EventRecord
     from kemem_es.text.keywords import pick_base_words
 
     out = []
     with open(path, encoding="utf-8") as f:
         for row in map(json.loads, f):
+            if not names:
+                row.pop("user_name", None)
+                row.pop("agent_name", None)
             if keywords == "tfidf":
-                names = [n for n in (row.get("user_name"), row.get("agent_name")) if n]
-                picked = pick_base_words(row["description"], 5, names, km.tokenizer)
+                own = [n for n in (row.get("user_name"), row.get("agent_name")) if n]
+                picked = pick_base_words(row["description"], 5, own, km.tokenizer)
                 row["keywords"] = [b.word for b in picked]
             elif keywords == "none":
                 row["keywords"] = []
@@ -134,32 +139,56 @@ def event_records(km: Any, path: Path, keywords: str) -> list[Any]:
     return out
 
 
-def index_corpus(km: Any, corpus: str = "zh", keywords: str = "written") -> dict[str, Any]:
+def nameless_entities(path: Path) -> list[Any]:
+    """Entity memories of a JSONL file without ``user_name`` / ``agent_name``."""
+    from kemem_es import EntityRecord
+
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [
+        EntityRecord(**{k: v for k, v in r.items() if k not in ("user_name", "agent_name")})
+        for r in rows
+    ]
+
+
+def index_corpus(
+    km: Any, corpus: str = "zh", keywords: str = "written", names: bool = True
+) -> dict[str, Any]:
     from kemem_es.kemem import DEMO_FILES, demo_path
 
     t0 = time.perf_counter()
 
     def add(path: Path, db: str) -> int:
-        rep = km.index_records(event_records(km, path, keywords), kind="events", db=db)
+        rep = km.index_records(event_records(km, path, keywords, names), kind="events", db=db)
         return rep.indexed + rep.updated + rep.unchanged
 
     if corpus != "zh":
         km.init()
         n = add(CORPORA[corpus] / "events.jsonl", "user")
         return {"docs": n, "seconds": round(time.perf_counter() - t0, 1), "keywords": keywords}
-    if keywords == "written":
+    if keywords == "written" and names:
         reports = km.index_demo(DEMO_FILES)
-    else:  # the demo's events with other keywords; its entities as they are
+    else:  # the demo's events with other keywords or no names; its entities as they are
         entities = [f for f in DEMO_FILES if f[1] == "entities"]
-        reports = km.index_demo(entities)
+        reports = km.index_demo(entities if names else [])
+        if not names:
+            for name, _, db in entities:
+                reports[name] = km.index_records(
+                    nameless_entities(demo_path(name)), kind="entities", db=db
+                )
         for name, _, db in (f for f in DEMO_FILES if f[1] == "events"):
             reports[name] = km.index_records(
-                event_records(km, demo_path(name), keywords), kind="events", db=db
+                event_records(km, demo_path(name), keywords, names), kind="events", db=db
             )
     n = sum(r.indexed + r.updated + r.unchanged for r in reports.values())
     for name in ("extra_events.jsonl", "extra_events_long.jsonl"):
         n += add(HERE / name, "user")
-    return {"docs": n, "seconds": round(time.perf_counter() - t0, 1), "keywords": keywords}
+    return {
+        "docs": n,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "keywords": keywords,
+        "names": names,
+    }
 
 
 def run_mode(
@@ -216,7 +245,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     with eval_indices(km, args.reuse, args.keep) as fresh:
         if fresh:
-            result["index"] = index_corpus(km, args.corpus, args.keywords)
+            result["index"] = index_corpus(km, args.corpus, args.keywords, not args.without_names)
         result["modes"] = {}
         for mode in args.modes or MODES:
             r = run_mode(km, queries, gold, mode, extra, args.workers)
@@ -312,6 +341,11 @@ def parser() -> argparse.ArgumentParser:
         choices=["written", "tfidf", "none"],
         default="written",
         help="the events' keywords as written, from the package's TF-IDF picker, or none",
+    )
+    p.add_argument(
+        "--without-names",
+        action="store_true",
+        help="index the events without user_name / agent_name (a caller that does not set them)",
     )
     p.add_argument("--variant", choices=["int8", "fp32"], default="int8", help="model variant")
     p.add_argument("--workers", type=int, default=2)
