@@ -96,3 +96,22 @@ def test_the_entity_set_is_well_formed() -> None:
         ("en", "about"): 54,
         ("en", "none"): 21,
     }
+
+
+def test_the_harness_can_index_without_the_callers_names() -> None:
+    """bench.dialogue_eval --without-names: the records carry no user_name / agent_name (the
+    review's harness may set neither), and everything else is as written."""
+    from bench.dialogue_eval import event_records, nameless_entities
+    from kemem_es.kemem import demo_path
+
+    events = demo_path("user_events.jsonl")
+    kept = event_records(None, events, "written")
+    dropped = event_records(None, events, "written", names=False)
+    assert all(r.user_name and r.agent_name for r in kept)
+    assert not any(r.user_name or r.agent_name for r in dropped)
+    assert [(r.id, r.description, r.keywords) for r in dropped] == [
+        (r.id, r.description, r.keywords) for r in kept
+    ]
+    entities = nameless_entities(demo_path("user_entities.jsonl"))
+    assert entities and not any(e.user_name or e.agent_name for e in entities)
+    assert all(e.entity_name for e in entities)
