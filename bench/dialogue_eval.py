@@ -162,13 +162,16 @@ def index_corpus(
         rep = km.index_records(event_records(km, path, keywords, names), kind="events", db=db)
         return rep.indexed + rep.updated + rep.unchanged
 
+    def report(n: int) -> dict[str, Any]:
+        secs = round(time.perf_counter() - t0, 1)
+        return {"docs": n, "seconds": secs, "keywords": keywords, "names": names}
+
     if corpus != "zh":
         km.init()
-        n = add(CORPORA[corpus] / "events.jsonl", "user")
-        return {"docs": n, "seconds": round(time.perf_counter() - t0, 1), "keywords": keywords}
+        return report(add(CORPORA[corpus] / "events.jsonl", "user"))
     if keywords == "written" and names:
         reports = km.index_demo(DEMO_FILES)
-    else:  # the demo's events with other keywords or no names; its entities as they are
+    else:  # the demo's events with other keywords or without names, its entities likewise
         entities = [f for f in DEMO_FILES if f[1] == "entities"]
         reports = km.index_demo(entities if names else [])
         if not names:
@@ -183,12 +186,7 @@ def index_corpus(
     n = sum(r.indexed + r.updated + r.unchanged for r in reports.values())
     for name in ("extra_events.jsonl", "extra_events_long.jsonl"):
         n += add(HERE / name, "user")
-    return {
-        "docs": n,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "keywords": keywords,
-        "names": names,
-    }
+    return report(n)
 
 
 def run_mode(
