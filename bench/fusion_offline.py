@@ -72,10 +72,15 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
     V = np.stack([rows[i]["v"] if vectors is None else vectors[i] for i in ids])
     q = np.asarray(vector, dtype=np.float32)
     P = np.asarray(parts, dtype=np.float32).reshape(len(parts), len(q))
-    age = [
-        (params.now - datetime.fromisoformat(rows[i]["t"][:19])).days if rows[i]["t"] else 0
-        for i in ids
-    ]
+    # days before ``now``, to the second: the time term, and how far apart two memories are
+    age = np.asarray(
+        [
+            (params.now - datetime.fromisoformat(rows[i]["t"][:19])).total_seconds() / 86400
+            if rows[i]["t"]
+            else 0.0
+            for i in ids
+        ]
+    )
     weighted = [w for w in words if w.weighted and w.weight > 0]
     return {
         "kw_total": float(sum(w.weight for w in weighted)),
@@ -87,6 +92,7 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
         "cos": V @ q,
         "scos": (V @ P.T).max(axis=1) if len(parts) else V @ q,
         "time": 0.5 ** (np.maximum(age, 0) / params.half_life_days),
+        "age": age,
         "strength": np.asarray([rows[i]["s"] / (rows[i]["s"] + params.strength_k) for i in ids]),
         "V": V.astype(np.float16),
     }
@@ -261,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--data", type=Path, default=Path("../shared/data/dev/memdaily"))
     d.add_argument("--pooled", action="store_true")
-    d.add_argument("--corpus", choices=["zh", "en"], default="zh", help="dialogue: which set")
+    d.add_argument("--corpus", choices=["zh", "en", "check"], default="zh", help="dialogue set")
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)
     d.add_argument("--drop-vectors", action="store_true", help="memdaily: keep no memory vectors")
