@@ -377,9 +377,13 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     assert latin.anchor_weight == p.latin_anchor_weight == 0 < p.anchor_weight
     own_anchor = QueryParams(agent_id="a", user_id="u", anchor_weight=0.1)
     assert script_params(own_anchor, ["pickles is sneezing"])[0].anchor_weight == 0.1
+    # and so does closeness in time to it (the English dialogues lost 0.013 R@5 with it)
+    assert latin.contiguity_weight == p.latin_contiguity_weight == 0 < p.contiguity_weight
+    own_time = QueryParams(agent_id="a", user_id="u", contiguity_weight=0.1)
+    assert script_params(own_time, ["pickles is sneezing"])[0].contiguity_weight == 0.1
     both = QueryParams(
         agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0,
-        anchor_weight=0.2,
+        anchor_weight=0.2, contiguity_weight=0.3,
     )  # fmt: skip
     assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import numpy as np
 import pytest
 
 from kemem_es.expand import Expander, Lexicon
@@ -394,6 +395,51 @@ def test_a_confident_best_memory_lifts_the_ones_close_to_it_in_meaning(kemem, em
         assert e.score == pytest.approx(own[e.index] + e.signals.anchor, abs=1e-3)
     assert {e.index: e.signals.anchor for e in on}["spicy"] > 0.05
     assert all(e.signals.anchor == 0.0 for e in off)
+
+
+def test_a_confident_best_memory_lifts_the_ones_close_to_it_in_time(kemem) -> None:
+    """Temporal contiguity: the night after the breakup shares hardly a word with a question
+    about the breakup, but it happened the next morning; the other memories lie months apart.
+    With the closeness in meaning off, each hit gains w · 0.5^(gap / h), h being a share of the
+    median gap between the best hit and the others, read off the times the engine returns."""
+    p = QueryParams(agent_id=A, user_id="u")
+    w, share = p.contiguity_weight, p.contiguity_scale
+    kemem.init()
+    memories = {
+        "breakup": ("七夕那天周屿在湖边提了分手，小满把那杯冰美式喝完了。", "2023-08-22 20:00:00"),
+        "photos": ("小满一夜没睡，把相册里两个人的照片一张张删掉，天亮了。", "2023-08-23 06:00:00"),
+        "run": ("小满参加了一场十公里路跑，跑到第八公里小腿抽筋。", "2022-04-10 09:00:00"),
+        "exam": ("考研初试第一天早上，小满在考场外啃着面包。", "2021-12-25 08:00:00"),
+        "dog": ("小满第一次带狗去宠物店洗澡美容，回来头上扎了个小辫子。", "2024-06-01 15:00:00"),
+        "hotpot": ("毕业前宿舍四个人吃了一顿散伙火锅。", "2021-06-20 19:00:00"),
+        "trip": ("小满去了一趟青海湖，第一晚高反头疼得睡不着。", "2024-10-03 22:00:00"),
+    }  # fmt: skip
+    user = "u_contiguity"
+    kemem.index_records(
+        [ev(k, text, when, user=user) for k, (text, when) in memories.items()], "events", "user"
+    )
+    scope = {"user_id": user, "agent_id": A, "now": NOW, "score_threshold": 0.0, "limit": 30}
+    text = "七夕那天他在湖边跟我提分手，我把冰美式一口一口喝完了"
+    on = kemem.query(text, explain=True, anchor_weight=0.0, **scope).memory_events
+    off = kemem.query(text, explain=True, anchor_weight=0.0, contiguity_weight=0.0, **scope)
+    off_hits = off.memory_events
+    assert on[0].index == off_hits[0].index == "breakup" and len(on) == len(memories)
+    assert off_hits[0].score - off_hits[1].score >= 0.1  # a confident anchor
+
+    def days(when: str) -> float:
+        return datetime.fromisoformat(when).timestamp() / 86400
+
+    t0 = days(memories["breakup"][1])
+    h = share * float(
+        np.median([abs(days(t) - t0) for k, (_, t) in memories.items() if k != "breakup"])
+    )
+    own = {e.index: e.score for e in off_hits}
+    for e in on[1:]:
+        gap = abs(days(memories[e.index][1]) - t0)
+        assert e.signals.anchor == pytest.approx(w * 0.5 ** (gap / h), abs=1e-3)
+        assert e.score == pytest.approx(own[e.index] + e.signals.anchor, abs=1e-3)
+    assert on[1].index == "photos" and on[1].signals.anchor > 0.9 * w
+    assert all(e.signals.anchor == 0.0 for e in off_hits)
 
 
 def test_a_vague_last_turn_recalls_the_topic_of_earlier_turns(km) -> None:

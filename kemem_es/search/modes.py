@@ -33,7 +33,8 @@ def mode_bodies(
     (``parts``); the coverage modes (fusion, two_stage) the proximity clauses, and the window
     and vector codes that anchor feedback reorders (``anchor``)."""
     threshold = params.score_threshold
-    size = anchor.request_size(params)
+    db = args[1]
+    size = anchor.request_size(params, db)
     if params.mode == "fusion":
         body = ev.event_body(
             *args,
@@ -43,7 +44,7 @@ def mode_bodies(
             ann_filtered=ann_filtered,
             proximity=proximity,
         )
-        return [body | anchor.code_fields(params)]
+        return [body | anchor.code_fields(params, db)]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [
@@ -63,7 +64,7 @@ def mode_bodies(
         ]
     if params.mode == "two_stage":
         body = ev.two_stage_body(*args, parts=parts, proximity=proximity, size=size)
-        return [body | anchor.code_fields(params)]
+        return [body | anchor.code_fields(params, db)]
     window = max(params.limit * 4, 20)
     return [
         ev.event_body(

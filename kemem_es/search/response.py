@@ -17,7 +17,9 @@ class Signals(BaseModel):
     strength: float
     bm25: float = Field(description="raw BM25 of the keyword clauses, before saturation")
     anchor: float = Field(
-        0.0, description="what closeness to a confident best hit added (anchor feedback)"
+        0.0,
+        description="what closeness in meaning or time to a confident best hit added (anchor "
+        "feedback)",
     )
 
 

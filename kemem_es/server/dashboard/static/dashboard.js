@@ -242,10 +242,11 @@
       bar.append(seg);
       left += part;
     }
-    // Anchor feedback: what closeness to a confident best hit added (weight 1, after the sum).
+    // Anchor feedback: what closeness in meaning or time to a confident best hit added (weight
+    // 1, after the sum).
     const gain = hit.signals.anchor || 0;
     if (gain > 0) {
-      const seg = h("div", { class: "seg anchor", title: `anchor: +${fmt(gain)} (close to the best hit)` });
+      const seg = h("div", { class: "seg anchor", title: `anchor: +${fmt(gain)} (close to the best hit in meaning or time)` });
       seg.style.left = `${100 * Math.min(left, 1)}%`;
       seg.style.width = `${100 * Math.max(0, Math.min(gain, 1 - left))}%`;
       bar.append(seg);
