@@ -32,7 +32,7 @@ def _csv(values: list[str] | None) -> list[str]:
 
 
 def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}")
+    Console(stderr=True).print(f"[red]error:[/red] {message}", soft_wrap=True)
     return typer.Exit(code=1)
 
 
@@ -154,7 +154,10 @@ def lexicon_idf(
         table.save(output)
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
-    Console(stderr=True).print(f"wrote {output} ({len(table)} words from {table.docs} texts)")
+    # soft_wrap: a long path must not break the line (and what a script reads from it)
+    Console(stderr=True).print(
+        f"wrote {output} ({len(table)} words from {table.docs} texts)", soft_wrap=True
+    )
 
 
 @lexicon_app.command("idf-en")
@@ -175,7 +178,9 @@ def lexicon_idf_en(
         n = build(path, output or ENGLISH_IDF_PATH)
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
-    Console(stderr=True).print(f"wrote {output or ENGLISH_IDF_PATH} ({n} English stems)")
+    Console(stderr=True).print(
+        f"wrote {output or ENGLISH_IDF_PATH} ({n} English stems)", soft_wrap=True
+    )
 
 
 @lexicon_app.command("show")
