@@ -240,6 +240,27 @@ def run_queries(km: Any, texts: Sequence[str], opts: dict[str, Any]) -> list[dic
     ]
 
 
+def event_requests(
+    km: Any, texts: Sequence[str], scenarios: Sequence[str] = tuple(SCENARIOS)
+) -> list[tuple[str, Any]]:
+    """(scenario, (index, body, routing)) of each event request the scenarios send for
+    ``texts``: to time one request in variants, the rest of the pipeline left out."""
+    send = km.engine.msearch
+    captured: list[tuple[str, Any]] = []
+    try:
+        for name in scenarios:
+
+            def capture(searches: Any, name: str = name) -> Any:
+                captured.extend((name, s) for s in searches if "events" in s[0])
+                return send(searches)
+
+            km.engine.msearch = capture
+            run_queries(km, texts, SCENARIOS[name])
+    finally:
+        km.engine.msearch = send
+    return captured
+
+
 def qps(km: Any, texts: Sequence[str], opts: dict[str, Any], threads: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=threads) as ex:

@@ -20,22 +20,7 @@ from bench.common import make_kemem
 from kemem_es.store.layout import VECTOR_CODE_FIELD
 
 km = make_kemem("bench-lat-r11-100000")
-send = km.engine.msearch
-captured: list[tuple[str, object]] = []
-current = {"scenario": ""}
-
-
-def capture(searches):
-    captured.extend((current["scenario"], s) for s in searches if "events" in s[0])
-    return send(searches)
-
-
-km.engine.msearch = capture
-texts = lat.scale.queries(120, 11)
-for name, opts in lat.SCENARIOS.items():
-    current["scenario"] = name
-    lat.run_queries(km, texts, opts)
-km.engine.msearch = send
+captured = lat.event_requests(km, lat.scale.queries(120, 11))
 
 
 def strip(body: dict) -> dict:
