@@ -116,11 +116,13 @@ def feedback(
     first = out[0][1]
     anchor = _vector(first) if _by_meaning(params) else None
     when = _days(first) if _by_time(params) else None
+    # the window's times, read once: they set the half-life and then each hit's gain
+    times: list[float | None] = []
     h = 0.0
     if when is not None:
         times = [_days(hit) for _, hit, _, _ in out[1 : params.contiguity_window]]
         h = half_life(params, when, times)
-    if anchor is None and (when is None or h <= 0):
+    if anchor is None and h <= 0:
         return out
     top = out[0][2]
     span = 1.0 - params.anchor_floor
@@ -131,10 +133,9 @@ def feedback(
             vec = _vector(hit)
             cos = float(vec @ anchor) if vec is not None else params.anchor_floor
             gain += params.anchor_weight * max(0.0, cos - params.anchor_floor) / span
-        if when is not None and h > 0 and rank < params.contiguity_window:
-            t = _days(hit)
-            if t is not None:
-                gain += params.contiguity_weight * 0.5 ** (abs(t - when) / h)
+        t = times[rank - 1] if h > 0 and rank <= len(times) else None
+        if t is not None and when is not None:
+            gain += params.contiguity_weight * 0.5 ** (abs(t - when) / h)
         rest.append((tag, hit, min(score + gain, top), gain))
     rest.sort(key=lambda r: -r[2])  # stable: equal scores keep the engine's order
     return [out[0], *rest]

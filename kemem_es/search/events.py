@@ -31,10 +31,9 @@ from kemem_es.engine.client import Engine
 from kemem_es.models import Database
 from kemem_es.search.params import QueryParams
 from kemem_es.store.filters import compile_filters
+from kemem_es.store.layout import TIME_FIELD, VECTOR_FIELD
 from kemem_es.store.scope import Scope
 
-VECTOR_FIELD = "vector"
-TIME_FIELD = "event_time"
 # What assembling an EventHit reads, and nothing else: the hits' JSON stays small.
 SOURCE_FIELDS = [
     "id",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kemem_es.search.events import TIME_FIELD
 from kemem_es.search.response import Signals
+from kemem_es.store.layout import TIME_FIELD
 
 
 def _nodes(node: dict[str, Any], in_max: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:
