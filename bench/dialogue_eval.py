@@ -2,7 +2,7 @@
 
     python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
         [--split all|a|b] [--styles recall situational long] [--reuse] [--keep] [--out FILE.json]
-        [--corpus zh|en] [--keywords written|tfidf|none]
+        [--corpus zh|en|check|fresh] [--keywords written|tfidf|none]
 
 Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
 bench/dialogue/extra_events.jsonl and extra_events_long.jsonl (the long set's near-miss
@@ -22,6 +22,8 @@ about long session summaries (``english_session``, in scopes of their own).
 dialogues over five new users' memories (85 each, with place and scene), written blind in round
 9 and run only to check, never to choose a setting; and its English part (style
 ``check_session``): 100 one-turn questions over two more users' 50 session summaries.
+``--corpus fresh``: the fresh check set (bench/dialogue_fresh/, style ``fresh``): 120 dialogues
+over three more users' memories, written blind in round 14 to the check set's brief.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -48,6 +50,7 @@ CORPORA = {
     "zh": HERE,
     "en": Path(__file__).resolve().parent / "dialogue_en",
     "check": Path(__file__).resolve().parent / "dialogue_check",
+    "fresh": Path(__file__).resolve().parent / "dialogue_fresh",
 }
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
@@ -61,6 +64,7 @@ STYLES = (
     "english_session",
     "check",
     "check_session",
+    "fresh",
 )
 SETS = {
     "short": ("recall", "situational"),
@@ -70,9 +74,15 @@ SETS = {
     "english_session": ("english_session",),
     "check": ("check",),
     "check_session": ("check_session",),
+    "fresh": ("fresh",),
 }
 # the styles a corpus holds (the default of --styles)
-CORPUS_STYLES = {"zh": STYLES[:3], "en": STYLES[3:6], "check": ("check", "check_session")}
+CORPUS_STYLES = {
+    "zh": STYLES[:3],
+    "en": STYLES[3:6],
+    "check": ("check", "check_session"),
+    "fresh": ("fresh",),
+}
 
 
 def load_queries(
@@ -233,7 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     gold = qrels(args.corpus)
     extra = json.loads(args.set) if args.set else {}
     result: dict[str, Any] = {
-        "eval_set": {"zh": "dialogue", "en": "dialogue_en"}.get(args.corpus, "dialogue_check"),
+        "eval_set": CORPORA[args.corpus].name,
         "corpus": args.corpus,
         "queries": len(queries),
         "split": args.split,
@@ -332,7 +342,7 @@ def parser() -> argparse.ArgumentParser:
         "--corpus",
         choices=list(CORPORA),
         default="zh",
-        help="en: bench/dialogue_en/; check: bench/dialogue_check/",
+        help="en: bench/dialogue_en/; check: bench/dialogue_check/; fresh: bench/dialogue_fresh/",
     )
     p.add_argument(
         "--keywords",

@@ -267,7 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--data", type=Path, default=Path("../shared/data/dev/memdaily"))
     d.add_argument("--pooled", action="store_true")
-    d.add_argument("--corpus", choices=["zh", "en", "check"], default="zh", help="dialogue set")
+    d.add_argument(
+        "--corpus", choices=["zh", "en", "check", "fresh"], default="zh", help="dialogue set"
+    )
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)
     d.add_argument("--drop-vectors", action="store_true", help="memdaily: keep no memory vectors")

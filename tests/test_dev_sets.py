@@ -1,5 +1,5 @@
 """The committed dev sets are what their hand-written sources build (bench/dialogue_en,
-bench/dialogue_check), and the entity set is well formed."""
+bench/dialogue_check, bench/dialogue_fresh), and the entity set is well formed."""
 
 from __future__ import annotations
 
@@ -62,6 +62,26 @@ def test_the_check_set_is_built_from_its_sources() -> None:
     for q in queries:
         assert q["turns"][-1]["role"] == "user"
         assert all(g.startswith(f"ck-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
+
+
+def test_the_fresh_set_is_built_from_its_sources() -> None:
+    from bench.dialogue_fresh import build as fresh
+
+    names = build.read_names(fresh.HERE)
+    events = fresh.events(names)
+    queries = fresh.queries(names, {e["id"] for e in events})
+    assert events == _jsonl_in(fresh.HERE, "events.jsonl")
+    assert queries == _jsonl_in(fresh.HERE, "queries.jsonl")
+    users = ("u_xiaoqi", "u_laoqian", "u_ameng", "u_shenqiao")
+    assert Counter(e["user_id"] for e in events) == dict.fromkeys(users, 85)
+    assert Counter(q["user_id"] for q in queries) == dict.fromkeys(users, 40)
+    assert {q["style"] for q in queries} == {"fresh"}
+    for user in users:  # each dialogue was written for a memory of its own
+        primaries = [q["gold"][0] for q in queries if q["user_id"] == user]
+        assert len(set(primaries)) == 40
+    for q in queries:
+        assert q["turns"][-1]["role"] == "user"
+        assert all(g.startswith(f"fr-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
 
 
 def test_the_entity_set_is_well_formed() -> None:

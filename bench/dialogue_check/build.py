@@ -17,6 +17,7 @@ qid ``cs-…``), are the English part. Output, committed and deterministic: ``ev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.dialogue.build import write_set
@@ -30,9 +31,15 @@ def memory_id(user: str, agent: str, n: int) -> str:
     return f"ck-{user}-{agent}-{n:02d}"
 
 
-def events(names: dict[str, str]) -> list[dict]:
+def events(
+    names: dict[str, str],
+    folder: Path = HERE,
+    id_of: Callable[[str, str, int], str] = memory_id,
+) -> list[dict]:
+    """The memories (``agent user|date|place|scene|keywords|description`` lines), then the
+    English session summaries; bench/dialogue_fresh passes its folder and its ids."""
     out: list[dict] = []
-    for path in sorted(HERE.glob("events_*.txt")):
+    for path in sorted(folder.glob("events_*.txt")):
         n = 0
         for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip() or line.startswith("#"):
@@ -41,18 +48,26 @@ def events(names: dict[str, str]) -> list[dict]:
             assert description.strip(), (path, lineno)
             agent, user = pair.split()
             n += 1
-            row = event_row(memory_id(user, agent, n), pair, names, date, keywords, description)
+            row = event_row(id_of(user, agent, n), pair, names, date, keywords, description)
             row.update(place=place.strip(), scene=scene.strip())
             out.append(row)
-    return out + summaries(names, HERE, ("sessions_*.txt",), memory_id)
+    return out + summaries(names, folder, ("sessions_*.txt",), id_of)
 
 
-def queries(names: dict[str, str], known: set[str]) -> list[dict]:
+def queries(
+    names: dict[str, str],
+    known: set[str],
+    folder: Path = HERE,
+    style_tag: tuple[str, str] = ("check", "c"),
+    id_of: Callable[[str, str, int], str] = memory_id,
+) -> list[dict]:
     """The dialogues (style ``check``, qid ``c-<user>-<agent>-NNN``), then the questions about
-    the session summaries (style ``check_session``, qid ``cs-…``)."""
+    the session summaries (style ``check_session``, qid ``cs-…``); bench/dialogue_fresh passes
+    its folder, its ``(style, qid tag)`` and its ids."""
+    session_tag = (f"{style_tag[0]}_session", f"{style_tag[1]}s")
     return [
-        *dialogues(names, known, "dialogues_*.txt", HERE, ("check", "c"), memory_id),
-        *dialogues(names, known, "sessionqs_*.txt", HERE, ("check_session", "cs"), memory_id),
+        *dialogues(names, known, "dialogues_*.txt", folder, style_tag, id_of),
+        *dialogues(names, known, "sessionqs_*.txt", folder, session_tag, id_of),
     ]
 
 

@@ -1,0 +1,47 @@
+"""Build the fresh check set's JSONL files from the hand-written sources here.
+
+    python -m bench.dialogue_fresh.build
+
+The sources have bench/dialogue_check's format (``events_<user>.txt``: ``agent user|date|place|
+scene|keywords|description``, the 1-based number among the memory lines is the id
+``fr-<user>-<agent>-NN``; ``dialogues_<user>.txt``: ``== agent user 用户名 角色名``, then per
+query ``@ gold numbers`` and the turns ``A``/``U``, the first gold number the memory the dialogue
+was written for). Output, committed and deterministic: ``events.jsonl``, ``queries.jsonl``
+(style ``fresh``, qids ``f-<user>-<agent>-NNN``) and ``qrels.tsv``, so that
+``bench.dialogue_eval --corpus fresh`` runs it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.dialogue.build import write_set
+from bench.dialogue_check import build as check
+from bench.dialogue_en.build import read_names
+
+HERE = Path(__file__).resolve().parent
+STYLE_TAG = ("fresh", "f")
+
+
+def memory_id(user: str, agent: str, n: int) -> str:
+    return f"fr-{user}-{agent}-{n:02d}"
+
+
+def events(names: dict[str, str]) -> list[dict]:
+    return check.events(names, HERE, memory_id)
+
+
+def queries(names: dict[str, str], known: set[str]) -> list[dict]:
+    return check.queries(names, known, HERE, STYLE_TAG, memory_id)
+
+
+def main() -> None:
+    names = read_names(HERE)
+    evs = events(names)
+    qs = queries(names, {e["id"] for e in evs})
+    write_set(HERE, evs, qs)
+    print(f"{len(evs)} events, {len(qs)} dialogue queries")
+
+
+if __name__ == "__main__":
+    main()
