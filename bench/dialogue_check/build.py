@@ -71,12 +71,21 @@ def queries(
     ]
 
 
-def main() -> None:
-    names = read_names(HERE)
-    evs = events(names)
-    qs = queries(names, {e["id"] for e in evs})
-    write_set(HERE, evs, qs)
+def build(
+    folder: Path = HERE,
+    style_tag: tuple[str, str] = ("check", "c"),
+    id_of: Callable[[str, str, int], str] = memory_id,
+) -> None:
+    """Write ``folder``'s JSONL files from its sources (bench/dialogue_fresh builds with this)."""
+    names = read_names(folder)
+    evs = events(names, folder, id_of)
+    qs = queries(names, {e["id"] for e in evs}, folder, style_tag, id_of)
+    write_set(folder, evs, qs)
     print(f"{len(evs)} events, {len(qs)} dialogue queries")
+
+
+def main() -> None:
+    build()
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.dialogue.build import write_set
 from bench.dialogue_check import build as check
-from bench.dialogue_en.build import read_names
 
 HERE = Path(__file__).resolve().parent
 STYLE_TAG = ("fresh", "f")
@@ -36,11 +34,7 @@ def queries(names: dict[str, str], known: set[str]) -> list[dict]:
 
 
 def main() -> None:
-    names = read_names(HERE)
-    evs = events(names)
-    qs = queries(names, {e["id"] for e in evs})
-    write_set(HERE, evs, qs)
-    print(f"{len(evs)} events, {len(qs)} dialogue queries")
+    check.build(HERE, STYLE_TAG, memory_id)
 
 
 if __name__ == "__main__":
