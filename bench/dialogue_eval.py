@@ -22,8 +22,8 @@ about long session summaries (``english_session``, in scopes of their own).
 dialogues over five new users' memories (85 each, with place and scene), written blind in round
 9 and run only to check, never to choose a setting; and its English part (style
 ``check_session``): 100 one-turn questions over two more users' 50 session summaries.
-``--corpus fresh``: the fresh check set (bench/dialogue_fresh/, style ``fresh``): 120 dialogues
-over three more users' memories, written blind in round 14 to the check set's brief.
+``--corpus fresh``: the fresh check set (bench/dialogue_fresh/, style ``fresh``): 160 dialogues
+over four more users' memories (85 each), written blind in round 14 to the check set's brief.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """

@@ -29,7 +29,7 @@ def main() -> None:
     for folder in ("dialogue_check", "dialogue_fresh"):
         with open(ROOT / folder / "events.jsonl", encoding="utf-8") as f:
             for r in map(json.loads, f):
-                if not r["user_id"] in ("u_tomas", "u_grace"):  # the English summaries
+                if r["user_id"] not in ("u_tomas", "u_grace"):  # the English summaries
                     scopes[(r["agent_id"], r["user_id"])].append(r)
     try:
         for (agent, user), rows in scopes.items():
