@@ -2,7 +2,7 @@
 
     python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
         [--split all|a|b] [--styles recall situational long] [--reuse] [--keep] [--out FILE.json]
-        [--corpus zh|en|check|fresh] [--keywords written|tfidf|none]
+        [--corpus zh|en|check|fresh|hard] [--keywords written|tfidf|none]
 
 Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
 bench/dialogue/extra_events.jsonl and extra_events_long.jsonl (the long set's near-miss
@@ -24,6 +24,9 @@ dialogues over five new users' memories (85 each, with place and scene), written
 ``check_session``): 100 one-turn questions over two more users' 50 session summaries.
 ``--corpus fresh``: the fresh check set (bench/dialogue_fresh/, style ``fresh``): 160 dialogues
 over four more users' memories (85 each), written blind in round 14 to the check set's brief.
+``--corpus hard``: the hard dev set (bench/dialogue_hard/, style ``hard``): 160 dialogues over
+four more users' memories, written to the same brief as a set to tune on in the check sets'
+regime (threads of near misses, the target's words kept out).
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -51,6 +54,7 @@ CORPORA = {
     "en": Path(__file__).resolve().parent / "dialogue_en",
     "check": Path(__file__).resolve().parent / "dialogue_check",
     "fresh": Path(__file__).resolve().parent / "dialogue_fresh",
+    "hard": Path(__file__).resolve().parent / "dialogue_hard",
 }
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
@@ -65,6 +69,7 @@ STYLES = (
     "check",
     "check_session",
     "fresh",
+    "hard",
 )
 SETS = {
     "short": ("recall", "situational"),
@@ -75,6 +80,7 @@ SETS = {
     "check": ("check",),
     "check_session": ("check_session",),
     "fresh": ("fresh",),
+    "hard": ("hard",),
 }
 # the styles a corpus holds (the default of --styles)
 CORPUS_STYLES = {
@@ -82,6 +88,7 @@ CORPUS_STYLES = {
     "en": STYLES[3:6],
     "check": ("check", "check_session"),
     "fresh": ("fresh",),
+    "hard": ("hard",),
 }
 
 
@@ -342,7 +349,7 @@ def parser() -> argparse.ArgumentParser:
         "--corpus",
         choices=list(CORPORA),
         default="zh",
-        help="en: bench/dialogue_en/; check: bench/dialogue_check/; fresh: bench/dialogue_fresh/",
+        help="the set's folder: bench/dialogue/ (zh) or bench/dialogue_<corpus>/",
     )
     p.add_argument(
         "--keywords",

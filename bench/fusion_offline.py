@@ -268,7 +268,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--data", type=Path, default=Path("../shared/data/dev/memdaily"))
     d.add_argument("--pooled", action="store_true")
     d.add_argument(
-        "--corpus", choices=["zh", "en", "check", "fresh"], default="zh", help="dialogue set"
+        "--corpus",
+        choices=["zh", "en", "check", "fresh", "hard"],
+        default="zh",
+        help="dialogue set",
     )
     d.add_argument("--n", type=int, default=600, help="memdaily: seeded sample of queries")
     d.add_argument("--prefix", default=None)

@@ -1,11 +1,15 @@
 """The committed dev sets are what their hand-written sources build (bench/dialogue_en,
-bench/dialogue_check, bench/dialogue_fresh), and the entity set is well formed."""
+bench/dialogue_check, bench/dialogue_fresh, bench/dialogue_hard), and the entity set is well
+formed."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from bench.dialogue_en import build
 
@@ -64,24 +68,31 @@ def test_the_check_set_is_built_from_its_sources() -> None:
         assert all(g.startswith(f"ck-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
 
 
-def test_the_fresh_set_is_built_from_its_sources() -> None:
-    from bench.dialogue_fresh import build as fresh
-
-    names = build.read_names(fresh.HERE)
-    events = fresh.events(names)
-    queries = fresh.queries(names, {e["id"] for e in events})
-    assert events == _jsonl_in(fresh.HERE, "events.jsonl")
-    assert queries == _jsonl_in(fresh.HERE, "queries.jsonl")
-    users = ("u_xiaoqi", "u_laoqian", "u_ameng", "u_shenqiao")
+@pytest.mark.parametrize(
+    ("name", "users", "tag"),
+    [
+        ("fresh", ("u_xiaoqi", "u_laoqian", "u_ameng", "u_shenqiao"), "fr"),
+        ("hard", ("u_xiaotao", "u_dawei", "u_xiaoyu", "u_azhe"), "hd"),
+    ],
+)
+def test_the_sets_written_to_the_check_sets_brief_build_from_their_sources(
+    name: str, users: tuple[str, ...], tag: str
+) -> None:
+    module = importlib.import_module(f"bench.dialogue_{name}.build")
+    names = build.read_names(module.HERE)
+    events = module.events(names)
+    queries = module.queries(names, {e["id"] for e in events})
+    assert events == _jsonl_in(module.HERE, "events.jsonl")
+    assert queries == _jsonl_in(module.HERE, "queries.jsonl")
     assert Counter(e["user_id"] for e in events) == dict.fromkeys(users, 85)
     assert Counter(q["user_id"] for q in queries) == dict.fromkeys(users, 40)
-    assert {q["style"] for q in queries} == {"fresh"}
+    assert {q["style"] for q in queries} == {name}
     for user in users:  # each dialogue was written for a memory of its own
         primaries = [q["gold"][0] for q in queries if q["user_id"] == user]
         assert len(set(primaries)) == 40
     for q in queries:
         assert q["turns"][-1]["role"] == "user"
-        assert all(g.startswith(f"fr-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
+        assert all(g.startswith(f"{tag}-{q['user_id']}-{q['agent_id']}-") for g in q["gold"])
 
 
 def test_the_entity_set_is_well_formed() -> None:
