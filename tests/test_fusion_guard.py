@@ -1,5 +1,5 @@
 """The design's central claim, guarded on the real engine: the fused score ranks better than
-each of its signals alone (issue 12). Two dev sets are indexed through the package's own
+each of its signals alone (issue 12). Three dev sets are indexed through the package's own
 indexer and asked in every mode as ``bench.dialogue_eval`` asks them (last turn, earlier turns
 as context, limit 10, threshold 0), without reinforcement:
 
@@ -7,7 +7,10 @@ as context, limit 10, threshold 0), without reinforcement:
   same-topic near misses; ``bench/dialogue``). Measured at round 14: fusion R@5 0.738,
   two_stage 0.670, vector 0.669, rrf 0.642, bm25 0.557;
 - the **English** set (450 dialogues, questions and session-summary questions;
-  ``bench/dialogue_en``): fusion 0.923, two_stage 0.921, bm25 0.861, rrf 0.836, vector 0.622.
+  ``bench/dialogue_en``): fusion 0.923, two_stage 0.921, bm25 0.861, rrf 0.836, vector 0.622;
+- the Chinese **hard** set (160 dialogues among threads of near-miss memories whose words they
+  avoid; ``bench/dialogue_hard``): fusion 0.891, vector 0.853, rrf 0.756, two_stage 0.628,
+  bm25 0.419.
 
 A change to scoring, tokenisation, the query text or the engine requests that gives up
 fusion's lead fails here, not at review. The asserted margins are about half the measured
@@ -45,6 +48,7 @@ def recall_at_5(kemem, corpus: str, styles: Sequence[str], mode: str) -> float:
     [
         ("zh", ("long",), 0.03),  # measured +0.068 over two_stage, +0.069 over vector
         ("en", ("english", "english_question", "english_session"), 0.03),  # +0.062 over bm25
+        ("hard", ("hard",), 0.015),  # measured +0.037 over vector
     ],
 )
 def test_fusion_ranks_above_each_signal_alone(kemem, corpus, styles, margin) -> None:
@@ -54,5 +58,5 @@ def test_fusion_ranks_above_each_signal_alone(kemem, corpus, styles, margin) -> 
     assert r5["fusion"] >= best_signal + margin, r5
     # two_stage (fusion on the keywords' best 20) is not ahead on either set
     assert r5["fusion"] >= r5["two_stage"], r5
-    if corpus == "zh":  # on implied memories the vector term leads the keywords by far
+    if corpus != "en":  # on implied memories the vector term leads the keywords by far
         assert r5["fusion"] >= r5["two_stage"] + margin, r5
