@@ -18,6 +18,7 @@ qid ``cs-…``), are the English part. Output, committed and deterministic: ``ev
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.dialogue.build import write_set
@@ -82,6 +83,28 @@ def build(
     qs = queries(names, {e["id"] for e in evs}, folder, style_tag, id_of)
     write_set(folder, evs, qs)
     print(f"{len(evs)} events, {len(qs)} dialogue queries")
+
+
+@dataclass(frozen=True)
+class BriefSet:
+    """Another set written to this set's brief (bench/dialogue_fresh, bench/dialogue_hard): its
+    folder, its memory-id tag (``<tag>-<user>-<agent>-NN``) and its ``(style, qid tag)``."""
+
+    folder: Path
+    tag: str
+    style_tag: tuple[str, str]
+
+    def memory_id(self, user: str, agent: str, n: int) -> str:
+        return f"{self.tag}-{user}-{agent}-{n:02d}"
+
+    def events(self, names: dict[str, str]) -> list[dict]:
+        return events(names, self.folder, self.memory_id)
+
+    def queries(self, names: dict[str, str], known: set[str]) -> list[dict]:
+        return queries(names, known, self.folder, self.style_tag, self.memory_id)
+
+    def build(self) -> None:
+        build(self.folder, self.style_tag, self.memory_id)
 
 
 def main() -> None:

@@ -15,26 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.dialogue_check import build as check
+from bench.dialogue_check.build import BriefSet
 
-HERE = Path(__file__).resolve().parent
-STYLE_TAG = ("hard", "h")
-
-
-def memory_id(user: str, agent: str, n: int) -> str:
-    return f"hd-{user}-{agent}-{n:02d}"
-
-
-def events(names: dict[str, str]) -> list[dict]:
-    return check.events(names, HERE, memory_id)
-
-
-def queries(names: dict[str, str], known: set[str]) -> list[dict]:
-    return check.queries(names, known, HERE, STYLE_TAG, memory_id)
-
-
-def main() -> None:
-    check.build(HERE, STYLE_TAG, memory_id)
+SET = BriefSet(Path(__file__).resolve().parent, "hd", ("hard", "h"))
+HERE, events, queries, main = SET.folder, SET.events, SET.queries, SET.build
 
 
 if __name__ == "__main__":
