@@ -222,6 +222,49 @@ def test_reinforcement_can_be_turned_off(kemem) -> None:
     assert kemem.get("x", **A).recall_count == 0
 
 
+@pytest.mark.engine
+def test_reading_a_whole_store_leaves_its_updates_working(kemem) -> None:
+    """On OpenSearch 3.5 one finished scroll over an index that derives its vectors (3.x's
+    default) breaks every later read of a whole document there, and with it every scripted
+    update: reinforcement, partial updates (k-NN issues 3191, 3458; the README). kemem-es
+    pages with search_after, never a scroll: after it has paged through a store (get_all,
+    a filtered delete, the clean-up), reinforcement and a partial update still write."""
+    kemem.init()
+    other = {**A, "user_id": "u_b"}
+    # 30 each: with a handful of memories 3.5 does not break (no vector file to close)
+    rows = [
+        {
+            **who,
+            "id": f"s{i}",
+            "description": f"木木第{i}次去爬山",
+            "created_at": "2025-01-01",
+            "place": "香山" if i % 10 == 0 else "八达岭",
+        }
+        for i in range(30)
+        for who in (A, other)
+    ]
+    kemem.index_records(rows, "events")
+    alias = f"{kemem.settings.index_prefix}-user-events"
+    kemem.engine.client.indices.flush(index=alias)  # on disk, as a store is after a while
+    kemem.engine.refresh(alias)
+
+    page = kemem.get_all(**A, limit=7)
+    seen = len(page.results)
+    while page.next_cursor:
+        page = kemem.get_all(**A, limit=7, cursor=page.next_cursor)
+        seen += len(page.results)
+    assert seen == 30
+    assert kemem.delete_all(**other, filters={"place": "香山"}) == 3
+    kemem.cleanup(dry_run=True)
+
+    hits = kemem.search("爬山", **A, threshold=0, limit=3).memory_events
+    assert kemem.flush() == 3  # three scripted updates, each reading the whole document
+    assert all(kemem.get(h.index, **A).recall_count == 1 for h in hits)
+    changed = kemem.update("s5", {"place": "香山"}, **A, refresh=True)
+    assert changed.event == "UPDATE"
+    assert kemem.get("s5", **A).place == "香山"
+
+
 # -- clean-up -------------------------------------------------------------------------------
 @pytest.mark.engine
 def test_cleanup_deletes_exactly_the_weakest_fifth_of_that_user(kemem) -> None:

@@ -248,3 +248,23 @@ def test_a_failed_search_names_its_reason_even_without_a_root_cause() -> None:
         raise_engine_error({"error": cause})
     with pytest.raises(EngineUnavailable, match="an index is missing"):
         raise_engine_error({"error": {"root_cause": [], "type": "index_not_found_exception"}})
+
+
+def test_a_document_the_engine_failed_to_read_is_not_a_missing_memory() -> None:
+    """An mget answers per document. A missing document, or one whose index does not exist, is
+    a miss; a document the engine could not read (OpenSearch 3.5 after a scroll over its index:
+    ``already_closed_exception``) raises with what to do, instead of reading as NotFound."""
+    from kemem_es.engine.client import _found
+    from kemem_es.errors import EngineUnavailable
+
+    assert _found({"_index": "i", "_id": "a", "found": True, "_source": {}})
+    assert not _found({"_index": "i", "_id": "a", "found": False})
+    missing = {"root_cause": [{"type": "index_not_found_exception"}], "reason": "no such index"}
+    assert not _found({"_index": "i", "_id": "a", "error": missing})
+    closed = {
+        "root_cause": [{"type": "already_closed_exception", "reason": "Already closed: x.vec"}],
+        "type": "no_shard_available_action_exception",
+        "reason": "No shard available",
+    }
+    with pytest.raises(EngineUnavailable, match=r"Already closed: x\.vec — .*close and reopen"):
+        _found({"_index": "i", "_id": "a", "error": closed})

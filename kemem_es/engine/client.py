@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import time
 import urllib.parse
 from abc import ABC, abstractmethod
@@ -37,12 +38,36 @@ def _client_errors() -> tuple[type[BaseException], ...]:
 CLIENT_ERRORS = _client_errors()
 
 
+# What to do about an engine error, by a pattern of its text.
+REMEDIES = {
+    "index_not_found": "nothing indexed under this prefix yet: run `kemem-es init` / "
+    "`kemem-es index`",
+    "already[_ ]closed": "OpenSearch 3.5 closed this index's vector file after a scroll over "
+    "it (k-NN issues 3191, 3458; see the README): close and reopen the index, or restart the "
+    "node, and page with search_after instead of scrolling",
+}
+
+
+def with_remedy(text: str) -> str:
+    """``text`` and, for an error with a known way out, what to do."""
+    for pattern, remedy in REMEDIES.items():
+        if re.search(pattern, text, re.IGNORECASE):
+            return f"{text} — {remedy}"
+    return text
+
+
+def error_reason(err: object) -> str:
+    """The engine's reason in an error object (a failed search, a document of an mget); its
+    root-cause list may be empty."""
+    if isinstance(err, dict):
+        causes = err.get("root_cause") or [{}]
+        return str(causes[0].get("reason") or err.get("reason") or err.get("type") or err)
+    return str(err)
+
+
 def describe_client_error(exc: BaseException) -> str:
     """One line for a client-library error (no traceback, no request body)."""
-    text = " ".join(str(exc).split())[:300] or type(exc).__name__
-    if "index_not_found" in text:
-        text += " — nothing indexed under this prefix yet: run `kemem-es init` / `kemem-es index`"
-    return text
+    return with_remedy(" ".join(str(exc).split())[:300] or type(exc).__name__)
 
 
 @contextmanager
@@ -150,7 +175,7 @@ class Engine(ABC):
         """Found documents' selected source fields, keyed by id; ``docs`` are (id, routing)."""
         body = {"docs": [_doc_ref(index, doc_id, routing) for doc_id, routing in docs]}
         resp = self._mget_body(body, {self._includes_kw: fields})
-        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if d.get("found")}
+        return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if _found(d)}
 
     @abstractmethod
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
@@ -222,7 +247,7 @@ class Engine(ABC):
         body = {"docs": [_doc_ref(index, doc_id, routing) for index, doc_id, routing in refs]}
         kw = {self._excludes_kw: list(excludes)} if excludes else {}
         resp = self._mget_body(body, kw)
-        return [d if d.get("found") else None for d in resp["docs"]]
+        return [d if _found(d) else None for d in resp["docs"]]
 
     @abstractmethod
     def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any: ...
@@ -237,6 +262,18 @@ Search = (
     | tuple[str, dict[str, Any], str | None]
     | tuple[str, dict[str, Any], str | None, bool]
 )
+
+
+def _found(doc: dict[str, Any]) -> bool:
+    """One document of an mget: found, or missing (also when its index is); a document the
+    engine failed to read raises, so that a broken index is not taken for a missing memory."""
+    if doc.get("found"):
+        return True
+    error = doc.get("error")
+    if not error or "index_not_found" in str(error):
+        return False
+    where = doc.get("_index", "a document")
+    raise EngineUnavailable(with_remedy(f"reading {where}: {error_reason(error)}"))
 
 
 def _doc_ref(index: str, doc_id: str, routing: str | None) -> dict[str, Any]:

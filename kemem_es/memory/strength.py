@@ -22,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kemem_es.engine.bridge import LoopNotRunning
-from kemem_es.engine.client import CLIENT_ERRORS, Engine
+from kemem_es.engine.client import CLIENT_ERRORS, Engine, with_remedy
 from kemem_es.search.response import QueryResponse
 from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
@@ -159,7 +159,12 @@ class Reinforcer:
                 if res.get("status", 500) < 300:
                     done += 1
                 elif res.get("status") != 404:  # a memory deleted meanwhile needs nothing
-                    log.warning("reinforcement of one memory failed: status %s", res.get("status"))
+                    error = res.get("error", {})  # the engine's words, never the memory's
+                    log.warning(
+                        "reinforcement of one memory failed: status %s %s",
+                        res.get("status"),
+                        with_remedy(error.get("type", "") if isinstance(error, dict) else ""),
+                    )
             return done - len(active)
 
     def _requeue(self, recalls: dict, active: dict) -> None:

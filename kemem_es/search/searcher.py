@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine, Search
+from kemem_es.engine.client import Engine, Search, error_reason, with_remedy
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
@@ -440,13 +440,7 @@ class Searcher:
 def raise_engine_error(resp: dict[str, Any]) -> None:
     err = resp.get("error", {})
     if "index_not_found" in str(err):
-        raise EngineUnavailable(f"search failed: an index is missing ({_reason(err)}): run init")
-    raise EngineUnavailable(f"search failed: {_reason(err)}")
-
-
-def _reason(err: Any) -> str:
-    """The engine's reason for a failed search; its root-cause list may be empty."""
-    if isinstance(err, dict):
-        causes = err.get("root_cause") or [{}]
-        return str(causes[0].get("reason") or err.get("reason") or err.get("type") or err)
-    return str(err)
+        raise EngineUnavailable(
+            f"search failed: an index is missing ({error_reason(err)}): run init"
+        )
+    raise EngineUnavailable(with_remedy(f"search failed: {error_reason(err)}"))
