@@ -126,7 +126,7 @@ def test_the_event_loop_stays_free_while_the_model_works(kemem: Kemem) -> None:
     assert ticks > 5 and longest < 0.5, (ticks, longest)
 
 
-def test_a_flush_while_the_loop_is_not_running_keeps_its_queue() -> None:
+def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
     """An AsyncKemem's reinforcement thread flushes through the event loop. Between the loop's
     runs (or after it) the call cannot be made; the recalls wait for the next flush instead of
     being dropped with a traceback ("reinforcement flush crashed")."""
@@ -135,6 +135,7 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue() -> None:
     from kemem_es.config import Settings
     from kemem_es.engine.bridge import LoopNotRunning
     from kemem_es.memory.strength import Reinforcer
+    from kemem_es.store.scope import Scope
 
     class LoopBackedEngine:
         def __init__(self) -> None:
@@ -157,5 +158,11 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue() -> None:
         assert reinforcer.flush() == 0 and reinforcer.failed_flushes == 1
         engine.running = True
         assert reinforcer.flush() == 1 and len(engine.written) == 1
+        # after the loop has ended for good, the last flush says what was not written
+        engine.running = False
+        reinforcer.recalled([("t-flush-events", "m2", "r1")], datetime(2025, 1, 1, 13, 0))
+        reinforcer.active(Scope.of(agent_id="qiyu", user_id="u1", db="user"))
+        assert reinforcer.flush(final=True) == 0
+        assert "1 memories and the activity of 1 users not written at shutdown" in caplog.text
     finally:
         reinforcer.close()

@@ -145,8 +145,10 @@ class Reinforcer:
                 self.failed_flushes += 1
                 if final:
                     log.warning(
-                        "reinforcement of %d memories not written at shutdown (%s)",
+                        "reinforcement of %d memories and the activity of %d users not written "
+                        "at shutdown (%s)",
                         len(recalls),
+                        len(active),
                         type(exc).__name__,
                     )
                     return 0
