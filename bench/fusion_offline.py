@@ -7,10 +7,12 @@
 ``dump`` runs the package's own query pipeline (words, context, bridges, query and sentence
 vectors) against kept bench indices (``bench.dialogue_eval --keep`` / ``bench.memdaily --keep``)
 and asks the engine for the keyword coverage and BM25 of every memory in scope (exact scoring,
-no window); cosines come from the stored vectors. ``eval`` ranks with the current fusion, the
-single-signal modes and the alternatives issue 12 suggested (score normalisation over the scope,
-an rrf-like rank component, pseudo-relevance feedback, a linear model fitted on one half and
-scored on the other), so that a formula is only moved into the engine when it measurably helps.
+no window); cosines come from the stored vectors. ``eval`` ranks with the current fusion (and,
+where the dump kept the vectors, with the package's anchor feedback on top: the engine's
+answer), the single-signal modes and the alternatives issue 12 suggested (score normalisation
+over the scope, an rrf-like rank component, pseudo-relevance feedback, a linear model fitted on
+one half and scored on the other), so that a formula is only moved into the engine when it
+measurably helps.
 Reproduces the engine's R@5 to ±0.005 (rrf: its windows; two_stage is not modelled).
 """
 
@@ -165,6 +167,26 @@ def fusion(d: Doc, wk: float = KW, wv: float = VEC, s: float = 0.5) -> np.ndarra
     return wk * d["cov"] + wv * vec(d, s) + 0.03 * d["time"]
 
 
+def with_feedback(d: Doc, score: np.ndarray, params: Any = None) -> list[str]:
+    """The top 10 after the package's own anchor feedback (``search.anchor.feedback``) over
+    ``score``'s best hits, as the engine's answer gets it: each hit carries its vector code and
+    (user memories) its time, as the event search's doc values would. Needs the dump's ``V``."""
+    from kemem_es.search import anchor
+    from kemem_es.search.params import QueryParams
+    from kemem_es.store import vector_code
+    from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
+
+    params = params or QueryParams(agent_id="a", user_id="u")
+    rows = []
+    for i in np.argsort(-score, kind="stable")[: anchor.request_size(params, "user")]:
+        fields: dict[str, list[str]] = {}
+        if "official" not in d["ids"][i]:
+            fields[TIME_FIELD] = [str(int((1e5 - d["age"][i]) * 86_400_000))]
+        fields[VECTOR_CODE_FIELD] = [vector_code.encode(d["V"][i].astype(np.float32))]
+        rows.append((d["ids"][i], {"fields": fields}, float(score[i])))
+    return [r[0] for r in anchor.feedback(params, rows)[:10]]
+
+
 def rrf(d: Doc, k: int = 60, window: int = 40) -> list[str]:
     score = np.zeros(len(d["ids"]))
     for x, mask in ((d["bm25"], d["bm25"] > 0), (vec(d), None)):
@@ -235,6 +257,8 @@ def methods(data: Sequence[Doc]) -> dict[str, Callable[[Doc], list[str]]]:
         "fusion + 0.1 × rrf rank term": by(lambda d: fusion(d) + 0.1 * features(d)[:, 5:].sum(1)),
         "pseudo-relevance feedback (top 1, 0.3)": by(prf),
     }
+    if all("V" in d for d in data):  # memdaily dumps may drop the vectors
+        out["fusion + anchor feedback (engine)"] = lambda d: with_feedback(d, fusion(d))
     for name, train_half in (("linear model fitted on half a", "a"), ("… on half b", "b")):
         w = fit_linear([d for d in data if d["half"] == train_half])
         out[name] = lambda d, w=w: top(d, features(d) @ w)

@@ -28,10 +28,6 @@ from opensearchpy import OpenSearch, helpers
 
 import bench.fusion_offline as fo
 from bench.evalset import mean_metrics, metrics
-from kemem_es.search import anchor
-from kemem_es.search.params import QueryParams
-from kemem_es.store import vector_code
-from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 
 URL = "http://127.0.0.1:9261"
 
@@ -101,26 +97,14 @@ def with_clauses(d: dict[str, Any], C: dict[str, np.ndarray], beta: float) -> di
     }
 
 
-def top10(d: dict[str, Any], params: QueryParams, use_anchor: bool = True) -> list[str]:
-    score = fo.fusion(d)
-    order = np.argsort(-score, kind="stable")[: anchor.request_size(params, "user")]
-    rows = []
-    for i in order:
-        fields: dict[str, list[str]] = {}
-        if "official" not in d["ids"][i]:
-            fields[TIME_FIELD] = [str(int((1e5 - d["age"][i]) * 86_400_000))]
-        fields[VECTOR_CODE_FIELD] = [vector_code.encode(d["V"][i].astype(np.float32))]
-        rows.append((d["ids"][i], {"fields": fields}, float(score[i])))
-    if use_anchor:
-        rows = anchor.feedback(params, rows)
-    return [r[0] for r in rows[:10]]
+def top10(d: dict[str, Any]) -> list[str]:
+    return fo.with_feedback(d, fo.fusion(d))
 
 
 SETS = {"all": None, "short": ("recall", "situational"), "long": ("long",)}
 
 
 def evaluate(paths: list[str]) -> None:
-    params = QueryParams(agent_id="a", user_id="u")
     loaded = []
     for p in paths:
         with open(p, "rb") as f:
@@ -137,7 +121,7 @@ def evaluate(paths: list[str]) -> None:
                         if (styles is None or d["style"] in styles) and half in ("", d["half"])
                     ]
                     if ds and (sname == "all" or name.startswith("zh")):
-                        m = mean_metrics([metrics(top10(d, params), d["gold"]) for d in ds])
+                        m = mean_metrics([metrics(top10(d), d["gold"]) for d in ds])
                         key = f"{name.split('.')[0]} {sname}" + (f" {half}" if half else "")
                         out[key] = round(m["recall@5"], 4)
         print(f"beta {beta}", out, flush=True)
