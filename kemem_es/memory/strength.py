@@ -153,7 +153,9 @@ class Reinforcer:
                     )
                     return 0
                 self._requeue(recalls, active)
-                log.warning("reinforcement flush failed (%s); will retry", type(exc).__name__)
+                # a loop between runs is the expected wait, not a fault worth a warning
+                level = logging.DEBUG if isinstance(exc, LoopNotRunning) else logging.WARNING
+                log.log(level, "reinforcement flush failed (%s); will retry", type(exc).__name__)
                 return 0
             done = 0
             for item in resp.get("items", []):
