@@ -14,37 +14,44 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kemem_es.config import Settings
 from kemem_es.engine.bridge import AwaitingClient, Bridge
+from kemem_es.errors import KememError
 from kemem_es.kemem import Kemem
 from kemem_es.memory.hooks import Hooks
 
-# Kemem's verbs that AsyncKemem offers awaitable, with the same arguments and results.
-VERBS: tuple[str, ...] = (
-    "query",
-    "query_simple",
-    "search",
-    "add",
-    "get",
-    "get_all",
-    "update",
-    "delete",
-    "delete_all",
-    "count",
-    "history",
-    "stats",
-    "cleanup",
-    "init",
-    "index_file",
-    "index_records",
-    "index_demo",
-    "warm_up",
-    "readiness",
-    "flush",
-    "drain",
-)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _awaitable(
+    verb: Callable[Concatenate[Kemem, P], T],
+) -> Callable[Concatenate[AsyncKemem, P], Coroutine[None, None, T]]:
+    """``AsyncKemem.<verb>``: Kemem's verb of that name run through the bridge, with its
+    arguments and result type (so a type checker and an editor see the real signature)."""
+    name = verb.__name__
+
+    @functools.wraps(verb)
+    async def call(self: AsyncKemem, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._bridge.run(getattr(self.core, name), *args, **kwargs)
+
+    call.__doc__ = f"Awaitable ``Kemem.{name}``. " + (verb.__doc__ or "")
+    return call
+
+
+def _delegated(
+    verb: Callable[Concatenate[Kemem, P], T],
+) -> Callable[Concatenate[AsyncKemem, P], T]:
+    """``AsyncKemem.<verb>``: Kemem's verb of that name, called as it is (nothing to await)."""
+    name = verb.__name__
+
+    @functools.wraps(verb)
+    def call(self: AsyncKemem, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return getattr(self.core, name)(*args, **kwargs)
+
+    return call
 
 
 class AsyncKemem:
@@ -65,10 +72,10 @@ class AsyncKemem:
         """before_write / after_search hooks; ``async def`` hooks are awaited on the loop."""
         return self.core.hooks
 
-    @functools.wraps(Kemem.prompt)
-    def prompt(self, *args: Any, **kwargs: Any) -> str:
-        """SPEC §5 prompt text: pure formatting, nothing to await (see ``Kemem.prompt``)."""
-        return self.core.prompt(*args, **kwargs)
+    @property
+    def extraction_errors(self) -> list[KememError]:
+        """Background extractions that failed (``infer="background"``)."""
+        return self.core.extraction_errors
 
     async def aclose(self) -> None:
         """Finish background extractions and reinforcement, then close the client."""
@@ -84,18 +91,28 @@ class AsyncKemem:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # The prompt text is pure formatting: nothing to await.
+    prompt = _delegated(Kemem.prompt)
 
-def _awaitable(name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
-    """``AsyncKemem.<name>``: Kemem's verb of that name, run through the bridge."""
-    verb = getattr(Kemem, name)
-
-    @functools.wraps(verb)
-    async def call(self: AsyncKemem, *args: Any, **kwargs: Any) -> Any:
-        return await self._bridge.run(getattr(self.core, name), *args, **kwargs)
-
-    call.__doc__ = f"Awaitable ``Kemem.{name}``. " + (verb.__doc__ or "")
-    return call
-
-
-for _name in VERBS:
-    setattr(AsyncKemem, _name, _awaitable(_name))
+    # Kemem's verbs, awaitable, with the same arguments and results.
+    query = _awaitable(Kemem.query)
+    query_simple = _awaitable(Kemem.query_simple)
+    search = _awaitable(Kemem.search)
+    add = _awaitable(Kemem.add)
+    get = _awaitable(Kemem.get)
+    get_all = _awaitable(Kemem.get_all)
+    update = _awaitable(Kemem.update)
+    delete = _awaitable(Kemem.delete)
+    delete_all = _awaitable(Kemem.delete_all)
+    count = _awaitable(Kemem.count)
+    history = _awaitable(Kemem.history)
+    stats = _awaitable(Kemem.stats)
+    cleanup = _awaitable(Kemem.cleanup)
+    init = _awaitable(Kemem.init)
+    index_file = _awaitable(Kemem.index_file)
+    index_records = _awaitable(Kemem.index_records)
+    index_demo = _awaitable(Kemem.index_demo)
+    warm_up = _awaitable(Kemem.warm_up)
+    readiness = _awaitable(Kemem.readiness)
+    flush = _awaitable(Kemem.flush)
+    drain = _awaitable(Kemem.drain)
