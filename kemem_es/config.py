@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -146,6 +146,6 @@ class Settings(BaseSettings):
         return self.es_url or self.local_url
 
 
-def get_settings(**overrides: object) -> Settings:
+def get_settings(**overrides: Any) -> Settings:
     """Settings with explicit overrides (None values are ignored so CLI defaults fall through)."""
     return Settings(**{k: v for k, v in overrides.items() if v is not None})

@@ -36,8 +36,12 @@ from kemem_es.store.layout import KINDS, all_aliases
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
+    from kemem_es.expand import Expander
+    from kemem_es.search.searcher import Searcher
+    from kemem_es.store.bulk import TextEmbedder
     from kemem_es.store.stats import MemoryStats
+    from kemem_es.text import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +89,13 @@ class Kemem:
         return connect(self.settings, self._bridge)
 
     @lazy
-    def embedder(self) -> Any:
+    def embedder(self) -> TextEmbedder:
         from kemem_es.embed import load_embedder
 
         return load_embedder(self.settings)
 
     @lazy
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> Tokenizer:
         from kemem_es.text import Tokenizer, default_tokenizer
         from kemem_es.text.tokenizer import USER_DICT_PATH
 
@@ -100,7 +104,7 @@ class Kemem:
         return default_tokenizer()
 
     @lazy
-    def expander(self) -> Any:
+    def expander(self) -> Expander:
         from kemem_es.expand import Expander, Lexicon, default_lexicon
         from kemem_es.text import IdfTable, default_idf
 
@@ -114,7 +118,7 @@ class Kemem:
         return Expander(lexicon, self.tokenizer, idf)
 
     @lazy
-    def searcher(self) -> Any:
+    def searcher(self) -> Searcher:
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)

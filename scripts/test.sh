@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command: lint, then every test (engine tests use the local node, started if needed,
+# The test command: lint and type-check, then every test (engine tests use the local node, started if needed,
 # or KEMEM_TEST_ES_URL when set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,4 +8,5 @@ if [[ -z "${KEMEM_TEST_MODEL_DIR:-}" && -d ../shared/models/m3e-small-onnx ]]; t
 fi
 ruff check .
 ruff format --check .
+python3 -m mypy
 python3 -m pytest -q "$@"

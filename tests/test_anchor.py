@@ -11,7 +11,7 @@ import pytest
 from kemem_es.config import Settings
 from kemem_es.engine.client import OpenSearchEngine
 from kemem_es.search import anchor
-from kemem_es.search.modes import mode_bodies
+from kemem_es.search.modes import BodyArgs, mode_bodies
 from kemem_es.search.params import QueryParams
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
@@ -90,33 +90,34 @@ def test_no_memory_passes_the_anchor() -> None:
 
 def test_fused_bodies_return_the_window_with_codes() -> None:
     engine = OpenSearchEngine(client=None, settings=Settings(), info={})
-    args = (engine, "user", P, [{"term": {"keywords": "x"}}], [0.1], datetime(2025, 1, 1), False)
-    (fusion,) = mode_bodies(P, args)
+    clauses = [{"term": {"keywords": "x"}}]
+    args = BodyArgs(engine, "user", P, clauses, [0.1], datetime(2025, 1, 1), False)
+    (fusion,) = mode_bodies(args)
     assert fusion["size"] == P.contiguity_window > P.anchor_window > P.limit
     time = {"field": TIME_FIELD, "format": "epoch_millis"}
     assert fusion["docvalue_fields"] == [VECTOR_CODE_FIELD, time]
     meaning = P.model_copy(update={"contiguity_weight": 0.0})
-    (m,) = mode_bodies(meaning, (engine, "user", meaning, *args[3:]))
+    (m,) = mode_bodies(args._replace(params=meaning))
     assert m["size"] == P.anchor_window and m["docvalue_fields"] == [VECTOR_CODE_FIELD]
     timed = P.model_copy(update={"anchor_weight": 0.0})
-    (t,) = mode_bodies(timed, (engine, "user", timed, *args[3:]))
+    (t,) = mode_bodies(args._replace(params=timed))
     assert t["size"] == P.contiguity_window and t["docvalue_fields"] == [time]
     # the agent's official memories are not the user's episodes: no times, no wider window
-    (official,) = mode_bodies(P, (engine, "official", P, *args[3:]))
+    (official,) = mode_bodies(args._replace(db="official", params=P))
     assert official["size"] == P.anchor_window and official["docvalue_fields"] == [
         VECTOR_CODE_FIELD
     ]
-    (o,) = mode_bodies(timed, (engine, "official", timed, *args[3:]))
+    (o,) = mode_bodies(args._replace(db="official", params=timed))
     assert o["size"] == P.limit and "docvalue_fields" not in o
     staged = P.model_copy(update={"mode": "two_stage", "limit": 30})
-    (two,) = mode_bodies(staged, (engine, "user", staged, *args[3:]))
+    (two,) = mode_bodies(args._replace(params=staged))
     assert two["size"] == 30 and two["rescore"]["window_size"] >= 30
     off = P.model_copy(update={"anchor_weight": 0.0, "contiguity_weight": 0.0})
-    (plain,) = mode_bodies(off, (engine, "user", off, *args[3:]))
+    (plain,) = mode_bodies(args._replace(params=off))
     assert plain["size"] == P.limit and "docvalue_fields" not in plain
     for mode in ("bm25", "vector", "rrf"):
         other = P.model_copy(update={"mode": mode})
-        for body in mode_bodies(other, (engine, "user", other, *args[3:])):
+        for body in mode_bodies(args._replace(params=other)):
             assert "docvalue_fields" not in body
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -38,7 +38,7 @@ def init(
     """Install the index templates and indices (idempotent; refuses incompatible mappings).
     Shard counts apply to indices created now; existing ones keep theirs."""
     with guarded():
-        sizing = {}
+        sizing: dict[str, Any] = {}
         if expected_memories is not None:
             sizing["user_shards"] = plan_shards(expected_memories)
             console.print(

@@ -295,7 +295,7 @@ def cleanup(
 ) -> None:
     """Forget the weakest memories of users at the cap or inactive (each user at most every
     interval-days); every deletion is recorded in the history."""
-    policy = {
+    policy: dict[str, Any] = {
         "cap": cap,
         "ratio": ratio,
         "inactive_days": inactive_days,

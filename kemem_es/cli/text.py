@@ -68,8 +68,8 @@ def expand(
             exp = default_expander()
         else:
             lex = Lexicon.load(lexicon, overrides=override or ())
-            table = IdfTable.load(idf) if idf else None
-            exp = Expander(lex, default_tokenizer(), table)
+            idf_table = IdfTable.load(idf) if idf else None
+            exp = Expander(lex, default_tokenizer(), idf_table)
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
     exp.tokenizer.tokenize("")  # load jieba before timing: the table reports warm latency
@@ -99,8 +99,8 @@ def expand(
     table = Table(title=f"联想词 strategy={strategy} ({elapsed_ms:.2f} ms)")
     for col in ("#", "word", "level", "source"):
         table.add_column(col)
-    for i, e in enumerate(result.expanded, start=1):
-        table.add_row(str(i), e.word, str(e.level), ",".join(e.sources or [e.source]))
+    for i, word in enumerate(result.expanded, start=1):
+        table.add_row(str(i), word.word, str(word.level), ",".join(word.sources or [word.source]))
     console.print(table)
 
 

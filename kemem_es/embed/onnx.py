@@ -11,14 +11,14 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
 from kemem_es.errors import KememError
 
 if TYPE_CHECKING:
-    from tokenizers import Encoding
+    from tokenizers import Encoding, Tokenizer
 
     from kemem_es.config import Settings
 
@@ -261,7 +261,7 @@ class Embedder:
         )
 
 
-def _load_tokenizer(path: Path, max_length: int) -> tuple[Any, int]:
+def _load_tokenizer(path: Path, max_length: int) -> tuple[Tokenizer, int]:
     """The tokenizer, cutting at ``max_length`` with the rest kept as overflow (embed() runs
     it as further windows), and its pad id; padding is done per batch of pieces."""
     from tokenizers import Tokenizer
@@ -278,7 +278,7 @@ def _load_tokenizer(path: Path, max_length: int) -> tuple[Any, int]:
     return tok, pad_id if pad_id is not None else 0
 
 
-def _lowercase_if_uncased(tok: Any) -> bool:
+def _lowercase_if_uncased(tok: Tokenizer) -> bool:
     """Lowercase the input when the vocabulary has no capital letters but the tokenizer keeps
     them (m3e ships bert-base-chinese's lowercase vocabulary with ``lowercase: false``): every
     capitalised word — names, sentence starts, KTV — would otherwise become [UNK], and an
@@ -296,7 +296,22 @@ def _lowercase_if_uncased(tok: Any) -> bool:
     return True
 
 
-def _load_session(path: Path, threads: int) -> Any:
+class _Node(Protocol):
+    name: str
+    shape: list[int | str | None]
+
+
+class _Session(Protocol):
+    """What the embedder uses of an onnxruntime InferenceSession (onnxruntime has no types)."""
+
+    def get_inputs(self) -> list[_Node]: ...
+
+    def get_outputs(self) -> list[_Node]: ...
+
+    def run(self, output_names: list[str], input_feed: dict[str, np.ndarray]) -> list[Any]: ...
+
+
+def _load_session(path: Path, threads: int) -> _Session:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

@@ -153,11 +153,10 @@ class lazy(Generic[T]):
             if self.name in obj.__dict__:
                 return obj.__dict__[self.name]
             with self._lock:
-                done = self._building.get(id(obj))
-                mine = done is None
-                if mine:
+                building = self._building.get(id(obj))
+                if building is None:
                     done = self._building[id(obj)] = threading.Event()
-            if mine:
+            if building is None:
                 try:
                     obj.__dict__[self.name] = self.build(obj)
                 finally:
@@ -165,7 +164,7 @@ class lazy(Generic[T]):
                         del self._building[id(obj)]
                     done.set()
                 return obj.__dict__[self.name]
-            _wait_for(done)
+            _wait_for(building)
 
 
 def _wait_for(event: threading.Event) -> None:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 _DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("kemem_deadline", default=None)
 
 
-def _client_errors() -> tuple[type[BaseException], ...]:
+def _client_errors() -> tuple[type[Exception], ...]:
     from elastic_transport import TransportError
     from elasticsearch import ApiError
     from opensearchpy.exceptions import OpenSearchException
@@ -160,9 +160,10 @@ class Engine(ABC):
         """Several (index, body[, routing[, ignore_unavailable]]) searches in one round trip;
         responses in order (an error is a response with ``error``, not an exception)."""
         lines: list[dict[str, Any]] = []
-        for index, body, *rest in searches:
-            routing = rest[0] if rest else None
-            ignore = bool(rest[1]) if len(rest) > 1 else False
+        for search in searches:
+            index, body = search[0], search[1]
+            routing = search[2] if len(search) > 2 else None
+            ignore = len(search) > 3 and bool(search[3])
             lines += [{"index": index, **_search_kw(ignore, routing)}, body]
         return list(self._msearch(lines)["responses"])
 
@@ -482,10 +483,10 @@ def _auth_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def _opensearch_client(settings: Settings, asynchronous: bool = False) -> Any:
-    from opensearchpy import OpenSearch
+    import opensearchpy
 
-    if asynchronous:
-        from opensearchpy import AsyncOpenSearch as OpenSearch  # needs aiohttp
+    # opensearch-py defines AsyncOpenSearch only where aiohttp (the async extra) is installed
+    client = opensearchpy.AsyncOpenSearch if asynchronous else opensearchpy.OpenSearch
 
     kw = _auth_kwargs(settings)
     kw["timeout"] = kw.pop("request_timeout")
@@ -498,16 +499,14 @@ def _opensearch_client(settings: Settings, asynchronous: bool = False) -> Any:
     kw["retry_on_timeout"] = False
     from kemem_es.engine.serialize import serializer
 
-    return OpenSearch(hosts=[settings.url], serializer=serializer(), **kw)
+    return client(hosts=[settings.url], serializer=serializer(), **kw)
 
 
 def _elasticsearch_client(settings: Settings, asynchronous: bool = False) -> Any:
-    from elasticsearch import Elasticsearch
+    from elasticsearch import AsyncElasticsearch, Elasticsearch
 
-    if asynchronous:
-        from elasticsearch import AsyncElasticsearch as Elasticsearch  # needs aiohttp
-
-    return Elasticsearch(
+    client = AsyncElasticsearch if asynchronous else Elasticsearch  # async: needs aiohttp
+    return client(
         settings.url,
         max_retries=settings.es_max_retries,
         retry_on_timeout=False,
@@ -579,6 +578,7 @@ def connect(settings: Settings | None = None, bridge: Bridge | None = None) -> E
     settings = settings or Settings()
     info = offload(_root_info, settings)
     dialect = settings.dialect if settings.dialect != "auto" else detect_dialect(info)
+    engine_cls: type[Engine]
     if dialect == "opensearch":
         engine_cls, make = OpenSearchEngine, _opensearch_client
     else:

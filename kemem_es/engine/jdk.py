@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,26 +142,26 @@ def _jvm_dir_homes(jvm_dir: Path) -> list[Path]:
 
 def find_jdks(
     java_home: Path | str | None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     jvm_dir: Path = JVM_DIR,
 ) -> list[Jdk]:
     """Every usable JDK, in the order of preference (duplicates by real path removed).
 
     ``java_home`` is the ``KEMEM_JAVA_HOME`` setting: when given, only that JDK is returned.
     """
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     found: list[tuple[str, str]] = []  # (java binary, source)
     if java_home:
         found.append((str(Path(java_home) / "bin" / "java"), "KEMEM_JAVA_HOME"))
     else:
-        if env.get("JAVA_HOME"):
-            found.append((str(Path(env["JAVA_HOME"]) / "bin" / "java"), "JAVA_HOME"))
+        if environ.get("JAVA_HOME"):
+            found.append((str(Path(environ["JAVA_HOME"]) / "bin" / "java"), "JAVA_HOME"))
         in_dir = [(str(home / "bin" / "java"), str(jvm_dir)) for home in _jvm_dir_homes(jvm_dir)]
         # Newest first; among equal versions, the name order keeps the result stable.
         versions = {java: java_version(java) for java, _ in in_dir}
         in_dir.sort(key=lambda item: (-major_of(versions[item[0]]), item[0]))
         found.extend(in_dir)
-        on_path = shutil.which("java", path=env.get("PATH"))
+        on_path = shutil.which("java", path=environ.get("PATH"))
         if on_path:
             found.append((on_path, "PATH"))
     jdks: list[Jdk] = []

@@ -29,6 +29,7 @@ from kemem_es.models import MemoryKind
 from kemem_es.store.crud import Crud
 from kemem_es.store.layout import (
     HEAVY_FIELDS,
+    KINDS,
     UID_FIELD,
     index_alias,
     kind_of_index,
@@ -203,6 +204,6 @@ def cleanup(
                 refresh=True,
             )
         if any(r.deleted for r in reports):
-            for idx in ("events", "entities"):
-                engine.refresh(index_alias(prefix, "user", idx))
+            for kind in KINDS:
+                engine.refresh(index_alias(prefix, "user", kind))
     return reports

@@ -16,14 +16,18 @@ import copy
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kemem_es.engine.bridge import await_here, in_async_call
 from kemem_es.errors import InvalidInput, KememError
 
+if TYPE_CHECKING:
+    from kemem_es.search.response import QueryResponse
+
 T = TypeVar("T")
-BeforeWrite = Callable[[dict[str, Any], "HookContext"], Any]
-AfterSearch = Callable[[Any, "HookContext"], Any]
+Record = dict[str, Any]
+BeforeWrite = Callable[[Record, "HookContext"], "Record | Awaitable[Record | None] | None"]
+AfterSearch = Callable[["QueryResponse", "HookContext"], "QueryResponse | Awaitable[QueryResponse]"]
 
 
 class Rejected(InvalidInput):
@@ -102,10 +106,10 @@ class Hooks:
             out.append(current)
         return out
 
-    def run_after_search(self, response: T, ctx: HookContext) -> T:
+    def run_after_search(self, response: QueryResponse, ctx: HookContext) -> QueryResponse:
         current = response
         for hook in self.after_search:
-            work = current.model_copy(deep=True) if hasattr(current, "model_copy") else current
+            work = current.model_copy(deep=True)
             try:
                 result = _resolve(hook(work, ctx))
             except Exception as exc:

@@ -36,6 +36,9 @@ EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
     (timedelta(days=30), 30.0),
     (timedelta(days=182), 100.0),
 )
+# What a flush survives (the queue waits for the next one): engine errors, and an AsyncKemem's
+# loop between its runs.
+_FLUSH_WAITS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, LoopNotRunning)
 MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are dropped (logged)
 RecallKey = tuple[str, str, str]  # (index alias, engine _id, routing) of a recalled memory
 
@@ -139,7 +142,7 @@ class Reinforcer:
                 ]
             try:
                 resp = self.engine.bulk(lines)
-            except (*CLIENT_ERRORS, LoopNotRunning) as exc:
+            except _FLUSH_WAITS as exc:
                 # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
                 # write now; the queue waits for the next flush instead of being lost
                 self.failed_flushes += 1

@@ -19,6 +19,7 @@ from kemem_es.engine.bridge import offload
 from kemem_es.errors import InvalidInput, KememError
 from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
+from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
@@ -111,6 +112,7 @@ class WritePaths:
     def _extract(self, data: Any, names: dict[str, str]) -> list[tuple[MemoryKind, Any]]:
         if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
             raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
+        messages: Messages
         if isinstance(data, str):
             messages = [{"role": "user", "content": data}]
         else:

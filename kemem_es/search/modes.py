@@ -5,11 +5,27 @@ one list per signal and merges them by rank (``fusion.rrf_merge``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
+from kemem_es.engine.client import Engine
+from kemem_es.models import Database
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.params import QueryParams
+
+
+class BodyArgs(NamedTuple):
+    """What every event body of one database is built from (``events.event_body``'s
+    positional arguments)."""
+
+    engine: Engine
+    db: Database
+    params: QueryParams
+    clauses: list[dict[str, Any]]
+    vector: Sequence[float]
+    now: datetime
+    approx: bool
 
 
 def mode_weights(params: QueryParams) -> dict[str, float]:
@@ -22,18 +38,17 @@ def mode_weights(params: QueryParams) -> dict[str, float]:
 
 
 def mode_bodies(
-    params: QueryParams,
-    args: tuple,
+    args: BodyArgs,
     parts: Sequence[Sequence[float]] = (),
     ann_filtered: bool = True,
     proximity: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The event search bodies of one database for the chosen mode (``args``: those of
-    ``events.event_body``). Every mode with a vector term gets the sentence vectors
-    (``parts``); the coverage modes (fusion, two_stage) the proximity clauses, and the window
-    and vector codes that anchor feedback reorders (``anchor``)."""
+    """The event search bodies of one database for the chosen mode. Every mode with a vector
+    term gets the sentence vectors (``parts``); the coverage modes (fusion, two_stage) the
+    proximity clauses, and the window and vector codes that anchor feedback reorders
+    (``anchor``)."""
+    params, db = args.params, args.db
     threshold = params.score_threshold
-    db = args[1]
     size = anchor.request_size(params, db)
     if params.mode == "fusion":
         body = ev.event_body(

@@ -14,7 +14,7 @@ from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine, Search, error_reason, with_remedy
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
-from kemem_es.models import Database
+from kemem_es.models import Database, MemoryKind
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
@@ -28,7 +28,7 @@ from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, e
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit
-from kemem_es.search.modes import mode_bodies, mode_weights
+from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.params import QueryParams, script_params
 from kemem_es.search.query_text import QueryText
 from kemem_es.search.response import AdditionalInfo, QueryResponse, Signals
@@ -83,7 +83,7 @@ class Searcher:
     ) -> None:
         self.engine = engine
         self.text = QueryText(embedder, tokenizer, expander)
-        self._counts: dict[str, tuple[float, int]] = {}
+        self._counts: dict[str, tuple[float, int, int]] = {}  # (when, in scope, on shard)
         self._names_loaded_at = -NAMES_TTL_S
         self._scope_names: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
 
@@ -130,7 +130,7 @@ class Searcher:
     def _memory_indices(self) -> str:
         """Every memory index of both databases (where names are read from)."""
         prefix = self.engine.settings.index_prefix
-        kinds = ("events", "entities")
+        kinds: tuple[MemoryKind, ...] = ("events", "entities")
         return ",".join(index_alias(prefix, db, kind) for db in DATABASES for kind in kinds)
 
     def scope_names(self, params: QueryParams, mentioned: set[str]) -> frozenset[str]:
@@ -240,9 +240,9 @@ class Searcher:
         dbs: list[Database] = []
         for db in DATABASES:
             approx = self._approx(db, params)
-            args = (self.engine, db, params, clauses, vector, now, approx)
+            args = BodyArgs(self.engine, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
-            for body in mode_bodies(params, args, parts, ann_filtered, proximity):
+            for body in mode_bodies(args, parts, ann_filtered, proximity):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
                 dbs.append(db)
         return searches, dbs

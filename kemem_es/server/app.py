@@ -8,12 +8,12 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kemem_es.async_kemem import AsyncKemem
@@ -88,7 +88,7 @@ class InflightLimit:
 
     OPS = ("/healthz", "/readyz", "/metrics")
 
-    def __init__(self, app: ASGIApp, limit: int, on_reject: Any) -> None:
+    def __init__(self, app: ASGIApp, limit: int, on_reject: Callable[[], None]) -> None:
         self.app, self.limit, self.on_reject = app, limit, on_reject
         self.inflight = 0
 
@@ -148,7 +148,7 @@ def create_app(
     )
 
     @app.middleware("http")
-    async def request_log(request: Request, call_next: Any) -> Response:
+    async def request_log(request: Request, call_next: RequestResponseEndpoint) -> Response:
         given = request.headers.get("x-request-id", "")
         rid = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
         request.state.request_id = rid

@@ -4,6 +4,7 @@ traceback. Kemem's error tree maps onto status codes here, once."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -54,7 +55,7 @@ def error_response(
     return JSONResponse(error_body(code, message, field, **extra), status_code=status)
 
 
-def _field_of(loc: tuple | list) -> str:
+def _field_of(loc: Sequence[object]) -> str:
     """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``."""
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
     return ".".join(parts) or "(body)"

@@ -4,15 +4,20 @@ one process don't clash."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
 class Metrics:
+    registry: CollectorRegistry | None
+
     def __init__(self) -> None:
         try:
             import prometheus_client as prom
         except ImportError:  # the [server] extra brings it; without it /metrics is a 404
-            self.registry: Any = None
+            self.registry = None
             return
         self._prom = prom
         self.registry = prom.CollectorRegistry()
@@ -70,4 +75,6 @@ class Metrics:
             self._overloaded.inc()
 
     def render(self) -> tuple[bytes, str]:
+        """The exposition text (only when ``enabled``)."""
+        assert self.registry is not None
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST

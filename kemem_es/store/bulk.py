@@ -46,8 +46,16 @@ MAX_BULK_BYTES = 8 * 1024 * 1024  # well under the engines' 100 MB default reque
 EXISTING_FIELDS = ["content_hash", "description", "strength", *LIFECYCLE_FIELDS]
 
 
+# What ends a bulk write early: the package's own errors and the engine clients'.
+_STOPS_A_WRITE: tuple[type[Exception], ...] = (KememError, *CLIENT_ERRORS)
+
+
 class TextEmbedder(Protocol):
-    name: str
+    """What the indexer and the query side need of an embedder (``embed.Embedder``, or a
+    caller's own model)."""
+
+    @property
+    def name(self) -> str: ...
 
     @property
     def dim(self) -> int: ...
@@ -149,7 +157,7 @@ class BulkWriter:
                 self._write(items, kind, report, on_progress, actor)
             for alias in aliases:
                 self.engine.refresh(alias)
-        except (KememError, *CLIENT_ERRORS) as exc:
+        except _STOPS_A_WRITE as exc:
             why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
             raise WriteInterrupted(
                 f"writing stopped after {report.written} of {len(items)} memories were written "
@@ -304,7 +312,7 @@ _saved: dict[str, Any] = {}  # index → its refresh_interval before the first o
 _pause_lock = threading.Lock()
 
 
-def _put_refresh_interval(engine: Engine, index: str, value: Any) -> None:
+def _put_refresh_interval(engine: Engine, index: str, value: str | None) -> None:
     body = {"index": {"refresh_interval": value}}
     if engine.dialect == "opensearch":
         engine.client.indices.put_settings(index=index, body=body)
@@ -312,12 +320,11 @@ def _put_refresh_interval(engine: Engine, index: str, value: Any) -> None:
         engine.client.indices.put_settings(index=index, settings=body)
 
 
-def _refresh_interval(engine: Engine, index: str) -> Any:
+def _refresh_interval(engine: Engine, index: str) -> str | None:
     """The index's own refresh_interval, or None where it keeps the default."""
     resp = engine.client.indices.get_settings(index=index, name="index.refresh_interval")
-    return (
-        next(iter(resp.values()), {}).get("settings", {}).get("index", {}).get("refresh_interval")
-    )
+    found: dict[str, Any] = next(iter(resp.values()), {})
+    return found.get("settings", {}).get("index", {}).get("refresh_interval")
 
 
 @contextlib.contextmanager

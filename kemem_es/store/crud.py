@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kemem_es.contract.memory import HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput, NotFound
 from kemem_es.models import MemoryKind
@@ -251,7 +251,7 @@ class Crud:
             mid = str(src.get("id", ""))
             lines.append(self._action("delete", scope, kind, mid))
             old = src if keep_text else None
-            event = "DELETE" if keep_text else "FORGET"
+            event: Action = "DELETE" if keep_text else "FORGET"
             entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
         with engine_errors("deleting memories"):
             resp = self.engine.bulk(lines)

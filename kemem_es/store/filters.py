@@ -67,7 +67,7 @@ def _node(node: Any, path: str, depth: int) -> dict[str, Any]:
         raise _bad(path or "(root)", f"nested deeper than {MAX_DEPTH} levels")
     if not isinstance(node, Mapping) or not node:
         raise _bad(path or "(root)", "a filter is a non-empty object")
-    clauses = []
+    clauses: list[dict[str, Any]] = []
     for key, value in node.items():
         where = f"{path}.{key}" if path else key
         if key in ("and", "or"):

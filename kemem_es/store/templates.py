@@ -74,7 +74,7 @@ def index_body(
     only which neighbours the ANN clause finds can differ."""
     base = copy.deepcopy(_load(f"{kind}.json"))
     extra = copy.deepcopy(_load(f"dialects/{dialect}.json"))
-    vector = {k: (dims if v == "{dims}" else v) for k, v in extra["vector"].items()}
+    vector: dict[str, Any] = {k: (dims if v == "{dims}" else v) for k, v in extra["vector"].items()}
     if quantization == "int8":
         if dialect == "opensearch":
             vector["method"]["parameters"]["encoder"] = {"name": "sq"}

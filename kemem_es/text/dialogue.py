@@ -53,10 +53,11 @@ def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
         if isinstance(turn, str):
             speaker, text = None, turn
         elif isinstance(turn, Mapping):
-            text = next((turn[k] for k in ("text", "content") if turn.get(k) is not None), None)
-            speaker = next((turn[k] for k in ("speaker", "name", "role") if turn.get(k)), None)
-            if not isinstance(text, str) or (speaker is not None and not isinstance(speaker, str)):
+            said = next((turn[k] for k in ("text", "content") if turn.get(k) is not None), None)
+            who = next((turn[k] for k in ("speaker", "name", "role") if turn.get(k)), None)
+            if not isinstance(said, str) or (who is not None and not isinstance(who, str)):
                 raise ValueError(f"context turn {i}: needs a string 'text' or 'content'")
+            speaker, text = who, said
         else:
             raise ValueError(f"context turn {i}: a string or an object, not {type(turn).__name__}")
         flat = " ".join(text.split())

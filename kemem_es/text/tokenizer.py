@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import jieba
 import rjieba
@@ -38,8 +38,12 @@ def dictionary_word(word: str) -> bool:
     return bool(word) and not any(c.isspace() for c in word) and not _LATIN_RUN.fullmatch(word)
 
 
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...
+
+
 @lru_cache(maxsize=1)
-def _stemmer() -> Any:
+def _stemmer() -> _Stemmer:
     """Snowball's English stemmer (running → run, summaries → summari), one per process."""
     import snowballstemmer
 
@@ -65,7 +69,7 @@ def stem(word: str) -> str:
     word = _irregular().get(word, word)
     if len(word) < 4:
         return word
-    return str(_stemmer().stemWord(word))
+    return _stemmer().stemWord(word)
 
 
 def normalize(text: str) -> str:
@@ -132,8 +136,8 @@ class Tokenizer:
                 for word, freq in _mixed_case_words():
                     tk.add_word(word.lower(), freq, None)
                 for path in self._pending_paths:
-                    for word, freq, tag in _read_user_dict(path):
-                        tk.add_word(word, freq, tag)
+                    for word, count, tag in _read_user_dict(path):
+                        tk.add_word(word, count, tag)
                 for word in self._pending_words:
                     tk.add_word(word, None, None)
                 self._pending_paths.clear()

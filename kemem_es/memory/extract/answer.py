@@ -158,12 +158,12 @@ def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = No
         ignored += [f"{where}.{k}" for k in item if k not in ENTITY_FIELDS]
         data = {k: v for k, v in item.items() if k in ENTITY_FIELDS and v is not None}
         try:
-            record = EntityRecord(agent_id=_SCOPE_PLACEHOLDER, updatetime=now_text, **data)
+            entity = EntityRecord(agent_id=_SCOPE_PLACEHOLDER, updatetime=now_text, **data)
         except ValidationError as exc:
             problems += _problems(exc, where, {})
             continue
-        out = {f: getattr(record, f) for f in ENTITY_FIELDS} | {"updatetime": now_text}
-        entities.setdefault(record.memory_id(), out)
+        out = {f: getattr(entity, f) for f in ENTITY_FIELDS} | {"updatetime": now_text}
+        entities.setdefault(entity.memory_id(), out)
 
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -18,6 +18,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kemem_es.errors import ExtractionError
@@ -36,7 +37,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 RETRY_PAUSE_S = 0.2
 
 
-def _httpx() -> Any:
+def _httpx() -> ModuleType:
     try:
         import httpx
     except ModuleNotFoundError:
@@ -61,6 +62,8 @@ class OpenAIExtractor:
     deadline between reads, so a server that trickles bytes is cut at its next read).
     ``json_mode=False`` leaves out ``response_format`` for servers that refuse it; the prompt
     asks for JSON only either way, and fences / a ``<think>`` block are stripped."""
+
+    _client: httpx.Client | None  # opened on first use, shared by the threads
 
     def __init__(
         self,
@@ -98,7 +101,7 @@ class OpenAIExtractor:
         self.max_tokens = max_tokens
         self.prompt = prompt if prompt is not None else load_prompt(prompt_path)
         self._key = api_key or None
-        self._client: httpx.Client | None = None
+        self._client = None
         self._lock = threading.Lock()
 
     @classmethod

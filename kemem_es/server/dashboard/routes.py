@@ -128,7 +128,7 @@ class ExploreRequest(BaseModel):
     user_id: str = Field(min_length=1)
     agent_id: str = Field(min_length=1)
     context: str = Field("", max_length=20000)
-    modes: list[Mode] = Field(default_factory=lambda: ["fusion"], min_length=1, max_length=2)
+    modes: list[Mode] = Field(default=["fusion"], min_length=1, max_length=2)  # copied per request
     weights: Weights | None = None
     score_threshold: float | None = Field(None, ge=0, le=1)
     now: datetime | None = None

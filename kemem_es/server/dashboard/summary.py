@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 QUERY_ROUTES = ("/query", "/query_simple")
 QUANTILES = (0.5, 0.95, 0.99)
@@ -34,7 +37,7 @@ def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
     return prev_bound
 
 
-def summarize(registry: Any, started: float) -> dict[str, Any]:
+def summarize(registry: CollectorRegistry | None, started: float) -> dict[str, Any]:
     """Counters (cumulative since the server started) and per-stage percentiles in ms."""
     out: dict[str, Any] = {
         "enabled": registry is not None,
