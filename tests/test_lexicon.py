@@ -163,7 +163,7 @@ def test_shipped_lexicon_is_compact_and_sensible() -> None:
 
 
 def test_curated_words_are_single_tokens() -> None:
-    from kemem_es.text.stopwords import LEXICON_DIR
+    from kemem_es.text.shipped import LEXICON_DIR
 
     tok = default_tokenizer()
     for line in (LEXICON_DIR / "curated.tsv").read_text(encoding="utf-8").splitlines():

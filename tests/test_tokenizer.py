@@ -10,7 +10,8 @@ import pytest
 import rjieba
 
 from kemem_es.text import Tokenizer, default_stopwords, default_tokenizer, normalize
-from kemem_es.text.tokenizer import _HAN, _WORDY, USER_DICT_PATH, dictionary_word, stem
+from kemem_es.text.stemming import stem
+from kemem_es.text.tokenizer import _HAN, _WORDY, USER_DICT_PATH, dictionary_word
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kemem_es.text.stopwords import LEXICON_DIR
+from kemem_es.text.shipped import LEXICON_DIR
 from kemem_es.text.tokenizer import normalize
 
 DEFAULT_LEXICON_PATH = LEXICON_DIR / "associations.npz"

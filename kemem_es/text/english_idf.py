@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from kemem_es.text.stopwords import LEXICON_DIR
-from kemem_es.text.tokenizer import stem
+from kemem_es.text.shipped import LEXICON_DIR
+from kemem_es.text.stemming import stem
 
 ENGLISH_IDF_PATH = LEXICON_DIR / "idf_en.txt.gz"
 OFFSET = 2.3

@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-LEXICON_DIR = Path(__file__).resolve().parent.parent / "lexicon"
+from kemem_es.text.shipped import LEXICON_DIR
+from kemem_es.text.stemming import stem
+
 STOPWORDS_PATH = LEXICON_DIR / "stopwords.txt"
 STOPWORDS_EN_PATH = LEXICON_DIR / "stopwords_en.txt"
 
@@ -26,8 +28,6 @@ def read_word_list(path: str | Path) -> list[str]:
 def default_stopwords() -> frozenset[str]:
     """The shipped Chinese and English lists (English also in stemmed form, as tokens are),
     read once per process."""
-    from kemem_es.text.tokenizer import stem
-
     english = read_word_list(STOPWORDS_EN_PATH)
     return frozenset(read_word_list(STOPWORDS_PATH) + english + [stem(w) for w in english])
 

@@ -14,18 +14,18 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
 
 import jieba
 import rjieba
 
-from kemem_es.text.stopwords import LEXICON_DIR, default_stopwords
+from kemem_es.text.shipped import LEXICON_DIR
+from kemem_es.text.stemming import stem
+from kemem_es.text.stopwords import default_stopwords
 
 USER_DICT_PATH = LEXICON_DIR / "userdict.txt"
 
 # A token is kept when it holds a letter or digit of any script; punctuation and spaces are dropped.
 _WORDY = re.compile(r"[^\W_]")
-_LATIN = re.compile(r"[a-z]+")
 _HAN = re.compile(r"^[\u3400-\u9fff]+$")
 # jieba keeps a run of latin letters and digits whole by itself; as a dictionary word such a
 # run can only cut longer words apart (a user named Ed: need → ne + ed, education → ed + ucat).
@@ -36,40 +36,6 @@ def dictionary_word(word: str) -> bool:
     """Whether a (normalised) word belongs in jieba's dictionary: not blank, no spaces, and not
     a plain latin/digit run, which jieba keeps whole without it."""
     return bool(word) and not any(c.isspace() for c in word) and not _LATIN_RUN.fullmatch(word)
-
-
-class _Stemmer(Protocol):
-    def stemWord(self, word: str) -> str: ...
-
-
-@lru_cache(maxsize=1)
-def _stemmer() -> _Stemmer:
-    """Snowball's English stemmer (running → run, summaries → summari), one per process."""
-    import snowballstemmer
-
-    return snowballstemmer.stemmer("english")
-
-
-IRREGULAR_PATH = LEXICON_DIR / "irregular_en.txt"
-
-
-@lru_cache(maxsize=1)
-def _irregular() -> dict[str, str]:
-    """English irregular past forms → base form (bought → buy), which Snowball leaves apart."""
-    pairs = (line.split() for line in IRREGULAR_PATH.read_text(encoding="utf-8").splitlines())
-    return {p[0]: p[1] for p in pairs if len(p) == 2 and not p[0].startswith("#")}
-
-
-@lru_cache(maxsize=65_536)
-def stem(word: str) -> str:
-    """The stem of a lowercase latin word (an irregular past form stems as its base form:
-    bought → buy, grew → grow); other tokens unchanged."""
-    if not _LATIN.fullmatch(word):
-        return word
-    word = _irregular().get(word, word)
-    if len(word) < 4:
-        return word
-    return _stemmer().stemWord(word)
 
 
 def normalize(text: str) -> str:
