@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from kemem_es.search.response import EntityHit, EventHit
+from kemem_es.contract.response import EntityHit, EventHit
 
 FRAGMENTS_HEADER = "脑海中回想起的片段："
 EVENTS_HEADER = "脑海中回忆起的事件："

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from kemem_es.contract.response import EntityHit, EventHit
 from kemem_es.prompt import (
     EVENTS_HEADER,
     FRAGMENTS_HEADER,
@@ -16,7 +17,6 @@ from kemem_es.prompt import (
     parse_time,
     render_prompt,
 )
-from kemem_es.search.response import EntityHit, EventHit
 
 NOW = datetime(2018, 10, 30, 20, 0, 0)
 

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from kemem_es.cli.common import console, guarded, options_named
+from kemem_es.contract.response import QueryResponse
 from kemem_es.kemem import Kemem
-from kemem_es.search.response import QueryResponse
 
 
 def _table(resp: QueryResponse, explain: bool) -> None:

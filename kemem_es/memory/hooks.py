@@ -22,7 +22,7 @@ from kemem_es.engine.bridge import await_here, in_async_call
 from kemem_es.errors import InvalidInput, KememError
 
 if TYPE_CHECKING:
-    from kemem_es.search.response import QueryResponse
+    from kemem_es.contract.response import QueryResponse
 
 T = TypeVar("T")
 Record = dict[str, Any]

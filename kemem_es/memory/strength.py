@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from kemem_es.contract.response import QueryResponse
 from kemem_es.engine.bridge import LoopNotRunning
 from kemem_es.engine.client import CLIENT_ERRORS, Engine, with_remedy
-from kemem_es.search.response import QueryResponse
 from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
 

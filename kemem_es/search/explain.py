@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from kemem_es.search.response import Signals
+from kemem_es.contract.response import Signals
 from kemem_es.store.layout import TIME_FIELD
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from kemem_es.contract.response import EntityHit, EventHit, Signals
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.entities import TIER_OF_KIND
-from kemem_es.search.response import EntityHit, EventHit, Signals
 
 
 def fmt_time(value: str | None) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine, Search, error_reason, with_remedy
 from kemem_es.errors import EngineUnavailable
@@ -31,7 +32,6 @@ from kemem_es.search.hits import entity_hit, event_hit
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.params import QueryParams, script_params
 from kemem_es.search.query_text import QueryText
-from kemem_es.search.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.layout import DATABASES, index_alias
