@@ -41,7 +41,7 @@ def dump(args: argparse.Namespace) -> list[dict[str, Any]]:
     from bench.common import make_kemem
     from bench.dialogue_eval import load_queries, qrels, query_text
     from bench.fusion_offline import _signals
-    from kemem_es.search.params import QueryParams
+    from kemem_es.contract.params import QueryParams
     from kemem_es.search.query_text import EMBED_MAX_CHARS
     from kemem_es.text.dialogue import context_turns, dialogue_window, keep_end, sentences
 

@@ -102,7 +102,7 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
 
 def dump(args: argparse.Namespace) -> list[Doc]:
     from bench.common import make_kemem
-    from kemem_es.search.params import QueryParams
+    from kemem_es.contract.params import QueryParams
 
     out: list[Doc] = []
     if args.set_name == "dialogue":
@@ -171,8 +171,8 @@ def with_feedback(d: Doc, score: np.ndarray, params: Any = None) -> list[str]:
     """The top 10 after the package's own anchor feedback (``search.anchor.feedback``) over
     ``score``'s best hits, as the engine's answer gets it: each hit carries its vector code and
     (user memories) its time, as the event search's doc values would. Needs the dump's ``V``."""
+    from kemem_es.contract.params import QueryParams
     from kemem_es.search import anchor
-    from kemem_es.search.params import QueryParams
     from kemem_es.store import vector_code
     from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.bridge import Bridge, lazy, offload
@@ -30,7 +31,6 @@ from kemem_es.memory.inputs import AddInput
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
-from kemem_es.search.params import QueryParams
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.layout import KINDS, all_aliases
 from kemem_es.store.scope import query_scopes

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from kemem_es.config import Settings
+from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import OpenSearchEngine
 from kemem_es.search import anchor
 from kemem_es.search.modes import BodyArgs, mode_bodies
-from kemem_es.search.params import QueryParams
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 

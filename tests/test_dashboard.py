@@ -19,7 +19,7 @@ from dashboard_support import drop, make_kemem  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.config import Settings  # noqa: E402
-from kemem_es.search.params import QueryParams  # noqa: E402
+from kemem_es.contract.params import QueryParams  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 from kemem_es.server.dashboard.summary import quantile  # noqa: E402
 

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 
 from kemem_es.config import get_settings
+from kemem_es.contract.params import QueryParams
 from kemem_es.engine import connect
 from kemem_es.engine.client import ElasticsearchEngine
 from kemem_es.models import EventRecord
 from kemem_es.search import events as ev
-from kemem_es.search.params import QueryParams
 from kemem_es.search.searcher import Searcher
 from kemem_es.store import BulkWriter, Scope, install
 from kemem_es.store.validation import validate_items

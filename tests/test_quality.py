@@ -8,6 +8,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
     COVERAGE_FIELDS,
@@ -16,7 +17,6 @@ from kemem_es.search.clauses import (
     coverage_clauses,
     proximity_clauses,
 )
-from kemem_es.search.params import QueryParams
 from kemem_es.text import IdfTable, default_stopwords, default_tokenizer, pick_base_words
 from kemem_es.text.dialogue import (
     context_lines,
@@ -348,7 +348,8 @@ def test_only_utterances_of_several_real_sentences_are_split() -> None:
 
 # -- the script profile ----------------------------------------------------------------------
 def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -> None:
-    from kemem_es.search.params import Weights, mostly_latin, script_params
+    from kemem_es.contract.params import Weights
+    from kemem_es.search.profile import mostly_latin, script_params
 
     assert mostly_latin("pickles won't stop sneezing again")
     assert not mostly_latin("我用iPhone拍的")  # a brand inside Chinese stays Chinese

@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from kemem_es.config import Settings
+from kemem_es.contract.params import QueryParams, Weights
 from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
 from kemem_es.search.entities import entity_body
 from kemem_es.search.fusion import rrf_merge
-from kemem_es.search.params import QueryParams, Weights
 
 
 def boosts(clauses: list[dict]) -> dict[tuple[str, str], float]:

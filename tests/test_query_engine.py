@@ -8,9 +8,9 @@ from datetime import datetime
 import numpy as np
 import pytest
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.expand import Expander, Lexicon
 from kemem_es.models import EntityRecord, EventRecord
-from kemem_es.search.params import QueryParams
 
 pytestmark = pytest.mark.engine
 

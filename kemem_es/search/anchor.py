@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.models import Database
-from kemem_es.search.params import QueryParams
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 

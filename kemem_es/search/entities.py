@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Engine
 from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
 from kemem_es.search.events import vec_scale
-from kemem_es.search.params import QueryParams
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import VECTOR_FIELD
 from kemem_es.store.scope import any_of, query_scopes

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Engine
 from kemem_es.models import Database
-from kemem_es.search.params import QueryParams
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import TIME_FIELD, VECTOR_FIELD
 from kemem_es.store.scope import Scope

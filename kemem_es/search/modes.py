@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Engine
 from kemem_es.models import Database
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
-from kemem_es.search.params import QueryParams
 
 
 class BodyArgs(NamedTuple):

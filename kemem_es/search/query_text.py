@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.expand.expander import Expander
 from kemem_es.search.clauses import SearchWord, matched_words
-from kemem_es.search.params import QueryParams
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.text import BaseWord, base_words_with_tokens, normalize

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine, Search, error_reason, with_remedy
@@ -30,7 +31,7 @@ from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
-from kemem_es.search.params import QueryParams, script_params
+from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import Field
 
 from kemem_es.async_kemem import AsyncKemem
+from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import QueryResponse
-from kemem_es.search.params import QueryParams
 from kemem_es.server.auth import Access, authenticate
 
 log = logging.getLogger("kemem_es.server")

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kemem_es import __version__
 from kemem_es.async_kemem import AsyncKemem
+from kemem_es.contract.params import Mode, QueryParams, Weights
 from kemem_es.errors import KememError
-from kemem_es.search.params import Mode, QueryParams, Weights
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.dashboard.summary import summarize
 from kemem_es.server.errors import ApiError

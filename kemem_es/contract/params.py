@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -300,48 +298,3 @@ class QueryParams(BaseModel):
         if self.latin_vec_ceil <= self.latin_vec_floor:
             raise ValueError("latin_vec_ceil must be above latin_vec_floor")
         return self
-
-
-_HAN = re.compile(r"[\u3400-\u9fff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
-
-
-def mostly_latin(text: str) -> bool:
-    """English rather than Chinese: more latin words than half its Han characters (a word
-    carries about two characters' meaning), so 我用iPhone拍的 stays Chinese."""
-    return len(_LATIN_WORD.findall(text)) * 2 > len(_HAN.findall(text))
-
-
-CALIBRATION = frozenset({"weights", "vec_floor", "vec_ceil"})
-ENTITY_CALIBRATION = frozenset({"entity_weights", "entity_vec_floor", "entity_vec_ceil"})
-
-
-def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParams, str]:
-    """The parameters a query runs with, and its profile: ``latin`` (``latin_weights`` on
-    the ``latin_vec_*`` scale) when the utterance and the turns used are mostly latin script
-    and the caller chose none of the weights or the event cosine scale; else ``default``.
-    A latin-script query's entities take ``latin_entity_weights`` unless the caller set the
-    entity weights or the entity cosine scale, and its events ``latin_proximity_share`` and
-    ``latin_anchor_weight`` and ``latin_contiguity_weight`` unless the caller set
-    ``proximity_share``, ``anchor_weight`` or ``contiguity_weight``."""
-    if not mostly_latin("\n".join(texts)):
-        return params, "default"
-    chosen = params.model_fields_set
-    update: dict[str, object] = {}
-    if not ENTITY_CALIBRATION & chosen:
-        update["entity_weights"] = params.latin_entity_weights
-    if "proximity_share" not in chosen:
-        update["proximity_share"] = params.latin_proximity_share
-    if "anchor_weight" not in chosen:
-        update["anchor_weight"] = params.latin_anchor_weight
-    if "contiguity_weight" not in chosen:
-        update["contiguity_weight"] = params.latin_contiguity_weight
-    profile = "default"
-    if not CALIBRATION & chosen:
-        update.update(
-            weights=params.latin_weights,
-            vec_floor=params.latin_vec_floor,
-            vec_ceil=params.latin_vec_ceil,
-        )
-        profile = "latin"
-    return (params.model_copy(update=update) if update else params), profile
