@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jieba
@@ -64,6 +67,30 @@ def test_latin_names_do_not_cut_english_words_apart(tmp_path) -> None:
     path = tmp_path / "user.txt"
     path.write_text("al 100\n星语者\n", encoding="utf-8")
     assert Tokenizer(user_dict_paths=[path]).tokenize(text) == plain
+
+
+def test_stemming_from_many_threads_at_once() -> None:
+    """Queries tokenise on many threads (a server's workers, AsyncKemem's thread pool). A
+    Snowball stemmer keeps the word it works on in its own fields: one shared by threads
+    returned wrong stems or raised IndexError (CI's guard test hit it). Switching threads
+    every microsecond makes the race near certain if it is there."""
+    rng = random.Random(0)
+    ends = ("ing", "ies", "ed", "s", "ly", "ness", "ational")
+    letters = "abcdefghilmnoprstuy"
+    words = [
+        "".join(rng.choice(letters) for _ in range(rng.randint(4, 14))) + rng.choice(ends)
+        for _ in range(3000)
+    ]
+    uncached = stem.__wrapped__  # past the cache: every call reaches a stemmer
+    want = [uncached(w) for w in words]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda ws: [uncached(w) for w in ws], [words] * 8))
+    finally:
+        sys.setswitchinterval(interval)
+    assert all(g == want for g in got)
 
 
 def test_irregular_past_forms_meet_their_base_form(tok: Tokenizer) -> None:

@@ -5,6 +5,7 @@ meet as one search word."""
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Protocol
 
@@ -18,12 +19,19 @@ class _Stemmer(Protocol):
     def stemWord(self, word: str) -> str: ...
 
 
-@lru_cache(maxsize=1)
-def _stemmer() -> _Stemmer:
-    """Snowball's English stemmer (running → run, summaries → summari), one per process."""
-    import snowballstemmer
+_local = threading.local()
 
-    return snowballstemmer.stemmer("english")
+
+def _stemmer() -> _Stemmer:
+    """Snowball's English stemmer (running → run, summaries → summari), one per thread: a
+    stemmer keeps the word it is working on in its own fields, so threads sharing one mix
+    their words up (wrong stems, or an IndexError inside it)."""
+    stemmer: _Stemmer | None = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _local.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @lru_cache(maxsize=1)
