@@ -89,14 +89,20 @@ class QueryText:
         return toks
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
-        """Embeddings of lexicon words, cached."""
-        missing = [w for w in dict.fromkeys(words) if w not in self._word_vectors]
+        """Embeddings of lexicon words, cached. Read into a local dict first: another thread's
+        query may clear the cache (when it is full) while this one embeds."""
+        found: dict[str, np.ndarray] = {}
+        for w in dict.fromkeys(words):
+            v = self._word_vectors.get(w)
+            if v is not None:
+                found[w] = v
+        missing = [w for w in dict.fromkeys(words) if w not in found]
         if missing:
             if len(self._word_vectors) + len(missing) > WORD_CACHE_SIZE:
                 self._word_vectors.clear()
             for w, v in zip(missing, self.embedder.embed(missing), strict=True):
-                self._word_vectors[w] = np.asarray(v, dtype=np.float32)
-        return np.stack([self._word_vectors[w] for w in words])
+                found[w] = self._word_vectors[w] = np.asarray(v, dtype=np.float32)
+        return np.stack([found[w] for w in words])
 
     def prune_expansions(
         self, expanded: list[tuple[str, int]], vector: Sequence[float], params: QueryParams
