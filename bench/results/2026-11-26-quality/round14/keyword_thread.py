@@ -23,8 +23,8 @@ from opensearchpy import OpenSearch, helpers
 
 from bench.evalset import mean_metrics, metrics
 from bench.fusion_offline import fusion
+from kemem_es.contract.params import QueryParams
 from kemem_es.search import anchor
-from kemem_es.search.params import QueryParams
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 

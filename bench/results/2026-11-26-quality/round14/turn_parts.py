@@ -18,8 +18,8 @@ import bench.dialogue_eval as de
 from bench.common import make_kemem
 from bench.evalset import mean_metrics, metrics
 from bench.fusion_offline import fusion, top
+from kemem_es.contract.params import QueryParams
 from kemem_es.search import anchor
-from kemem_es.search.params import QueryParams
 from kemem_es.search.query_text import EMBED_MAX_TOKENS
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD

@@ -23,7 +23,7 @@ import numpy as np
 
 from bench.common import WORK, make_kemem
 from bench.evalset import EvalSet, metrics
-from kemem_es.search.params import QueryParams
+from kemem_es.contract.params import QueryParams
 from kemem_es.text.dialogue import context_turns, split_label
 
 MEAN_CACHE = WORK / "emb-int8-lc-b1-26003-e307f8a71608.npy"  # bench.memdaily's vector cache

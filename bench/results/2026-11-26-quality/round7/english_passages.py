@@ -24,7 +24,7 @@ import numpy as np
 from bench.common import ROOT, WORK, make_kemem
 from bench.dialogue_eval import load_queries, query_text
 from bench.evalset import metrics
-from kemem_es.search.params import QueryParams
+from kemem_es.contract.params import QueryParams
 from kemem_es.text.dialogue import context_turns, split_label
 
 

@@ -56,7 +56,7 @@ def query_plan(s: Any, q: dict[str, Any]) -> tuple[Any, list[float], list, list]
     """A dialogue query's parameters, vector, sentence vectors and search words (bridges
     included), as the package's pipeline makes them."""
     from bench.dialogue_eval import query_text
-    from kemem_es.search.params import QueryParams
+    from kemem_es.contract.params import QueryParams
     from kemem_es.search.stopwatch import Stopwatch
     from kemem_es.text.dialogue import context_turns, split_label
 
@@ -79,9 +79,9 @@ def query_plan(s: Any, q: dict[str, Any]) -> tuple[Any, list[float], list, list]
 def dump() -> None:
     from bench.common import make_kemem
     from bench.dialogue_eval import load_queries, qrels
+    from kemem_es.contract.params import QueryParams
     from kemem_es.search import events as ev
     from kemem_es.search.clauses import COVERAGE_FIELDS, coverage_clauses
-    from kemem_es.search.params import QueryParams
     from kemem_es.store.layout import DATABASES, index_alias
 
     s = make_kemem("bench-q6-zh").searcher
