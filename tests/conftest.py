@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import drop_prefix
+from support import close_opened, drop_prefix
 
 from kemem_es.config import Settings, get_settings
 
@@ -53,3 +53,10 @@ def kemem(engine_settings: Settings, embedder) -> Iterator:
     km.embedder = embedder
     yield km
     drop_prefix(km)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_what_tests_opened() -> Iterator[None]:
+    """The in-process servers' AsyncKemem instances of tests that dropped no prefix after them."""
+    yield
+    close_opened()

@@ -1,8 +1,9 @@
 """Helpers several test modules share: a real ``kemem-es serve`` process, and dropping a test
-index prefix."""
+index prefix (after closing the in-process servers' AsyncKemem instances)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 import subprocess
@@ -53,8 +54,32 @@ def serve_process(env: dict[str, str], up_within_s: float = 60) -> Iterator[str]
             proc.kill()
 
 
+# The in-process server tests' AsyncKemem instances, each with the event loop it runs on. Their
+# last reinforcement flush needs that loop and writes to the test's indices, so they are closed
+# before a prefix is dropped, not left to warn at exit that their queue was lost.
+_OPEN: list[tuple[asyncio.AbstractEventLoop, Any]] = []
+
+
+def opened(loop: asyncio.AbstractEventLoop, akm: Any) -> None:
+    """Close ``akm`` on ``loop`` (then the loop) before the next prefix is dropped."""
+    _OPEN.append((loop, akm))
+
+
+def close_opened() -> None:
+    while _OPEN:
+        loop, akm = _OPEN.pop()
+        try:
+            loop.run_until_complete(akm.aclose())
+        finally:
+            loop.close()
+
+
 def drop_prefix(km: Any) -> None:
-    """Delete every index and template of ``km``'s (test) prefix."""
+    """Delete every index and template of ``km``'s (test) prefix, after closing ``km`` and the
+    AsyncKemem instances the test opened: their last flush (reinforcement, users' activity)
+    writes there, and left for exit it would find the indices, or the node, gone."""
+    close_opened()
+    km.close()
     prefix = km.settings.index_prefix
     for name in km.engine.client.indices.get(index=f"{prefix}-*"):
         km.engine.delete_index(name)

@@ -16,6 +16,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from dashboard_support import drop, make_kemem  # noqa: E402
+from support import opened  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.config import Settings  # noqa: E402
@@ -70,6 +71,7 @@ def app_of(km: Kemem, keys: dict[str, list[str]] | None = None) -> Any:
         akm.core.embedder = km.embedder
     app = create_app(akm, km.settings.model_copy(update={"server_api_keys": keys}))
     app.state.test_loop = asyncio.new_event_loop()
+    opened(app.state.test_loop, akm)
     return app
 
 

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
-from support import serve_process  # noqa: E402
+from support import opened, serve_process  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
@@ -82,7 +82,9 @@ def client(km: Kemem, **server: Any) -> Client:
     if "embedder" in km.__dict__:
         akm.core.embedder = km.embedder
     settings = km.settings.model_copy(update=server) if server else None
-    return Client(create_app(akm, settings))
+    c = Client(create_app(akm, settings))
+    opened(c.loop, akm)
+    return c
 
 
 def bearer(key: str) -> dict[str, str]:
