@@ -1,23 +1,12 @@
 """Moved: the query parameters are part of the contract (``kemem_es.contract.params``) and the
-latin-script profile is ``kemem_es.search.profile``. These names stay importable from here for
+latin-script profile is ``kemem_es.search.profile``. Their names stay importable from here for
 code written against earlier versions."""
 
-from kemem_es.contract.params import EntityWeights, Mode, Path_, QueryParams, Weights
-from kemem_es.search.profile import (
-    CALIBRATION,
-    ENTITY_CALIBRATION,
-    mostly_latin,
-    script_params,
-)
+from typing import Any
 
-__all__ = [
-    "CALIBRATION",
-    "ENTITY_CALIBRATION",
-    "EntityWeights",
-    "Mode",
-    "Path_",
-    "QueryParams",
-    "Weights",
-    "mostly_latin",
-    "script_params",
-]
+from kemem_es.contract import params as _moved
+from kemem_es.search import profile as _profile
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_moved if hasattr(_moved, name) else _profile, name)

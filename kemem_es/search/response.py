@@ -1,13 +1,10 @@
 """Moved: the response models are part of the contract (``kemem_es.contract.response``).
-These names stay importable from here for code written against earlier versions."""
+Their names stay importable from here for code written against earlier versions."""
 
-from kemem_es.contract.response import (
-    AdditionalInfo,
-    EntityHit,
-    EventHit,
-    QueryResponse,
-    Signals,
-    SimpleResponse,
-)
+from typing import Any
 
-__all__ = ["AdditionalInfo", "EntityHit", "EventHit", "QueryResponse", "Signals", "SimpleResponse"]
+from kemem_es.contract import response as _moved
+
+
+def __getattr__(name: str) -> Any:
+    return getattr(_moved, name)
