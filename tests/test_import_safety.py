@@ -272,6 +272,13 @@ def test_cli_memory_commands_and_confirmations(kemem, tmp_path) -> None:
     proc = _cli(kemem, "memory", "list", *scope, "--filter", "{bad json")
     assert proc.returncode == 2 and "--filter: not valid JSON" in proc.stderr
 
+    # A database or kind outside the two known is refused by the parser, before anything runs.
+    proc = _cli(kemem, "memory", "delete-all", *scope, "--db", "shared", "--yes")
+    assert proc.returncode == 2 and "Invalid value for '--db'" in proc.stderr
+    proc = _cli(kemem, "memory", "list", *scope, "--kind", "event")
+    assert proc.returncode == 2 and "Invalid value for '--kind'" in proc.stderr
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 4
+
     # Deleting many asks; without a terminal it needs --yes and deletes nothing.
     proc = _cli(kemem, "init", "--recreate")
     assert proc.returncode == 2 and "would delete 4 memories of every agent" in proc.stderr

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -11,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from kemem_es.cli.common import EXIT_PARTIAL, console, err_console, guarded, print_problems
 from kemem_es.cli.memory import _confirm
 from kemem_es.kemem import DEMO_FILES, Kemem, demo_path
-from kemem_es.store.bulk import IndexReport
+from kemem_es.models import Database, MemoryKind
 from kemem_es.store.layout import all_aliases
 from kemem_es.store.sizing import plan_shards
 
@@ -100,7 +102,9 @@ def migrate(
                 print_problems(rep.skipped)
 
 
-def _with_progress(label: str, run: object) -> IndexReport:
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while the block runs; yields the ``on_progress`` callback."""
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -114,13 +118,13 @@ def _with_progress(label: str, run: object) -> IndexReport:
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return run(on_progress)  # type: ignore[operator]
+        yield on_progress
 
 
 def index(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL, one record a line"),
-    kind: str = typer.Option(..., "--kind", help="events | entities"),
-    db: str = typer.Option("user", "--db", help="user | official"),
+    kind: MemoryKind = typer.Option(..., "--kind", help="events | entities"),
+    db: Database = typer.Option("user", "--db", help="user | official"),
     skip_invalid: bool = typer.Option(
         False, "--skip-invalid", help="index the valid records and report the rest"
     ),
@@ -131,20 +135,13 @@ def index(
     variant: str | None = VariantOpt,
 ) -> None:
     """Validate and index a JSONL file. Exit 0 all written, 1 some rejected, 2 nothing written."""
-    if kind not in ("events", "entities") or db not in ("user", "official"):
-        err_console.print("error: --kind must be events|entities and --db user|official")
-        raise typer.Exit(2)
-    kind_: Literal["events", "entities"] = kind  # type: ignore[assignment]
-    db_: Literal["user", "official"] = db  # type: ignore[assignment]
     with guarded():
         km = _kemem(model_dir, variant)
         km.init()
-        report = _with_progress(
-            file.name,
-            lambda cb: km.index_file(
-                file, kind_, db_, skip_invalid=skip_invalid, on_progress=cb, dedup=dedup
-            ),
-        )
+        with _progress(file.name) as on_progress:
+            report = km.index_file(
+                file, kind, db, skip_invalid=skip_invalid, on_progress=on_progress, dedup=dedup
+            )
         console.print(f"{file.name}: {report.summary()}")
         if report.rejected:
             print_problems(report.rejected)
@@ -157,10 +154,8 @@ def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt)
         km = _kemem(model_dir, variant)
         km.init()
         for name, kind, db in DEMO_FILES:
-            report = _with_progress(
-                name,
-                lambda cb, n=name, k=kind, d=db: km.index_file(demo_path(n), k, d, on_progress=cb),
-            )
+            with _progress(name) as on_progress:
+                report = km.index_file(demo_path(name), kind, db, on_progress=on_progress)
             console.print(f"{db}/{kind} ({name}): {report.summary()}")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import typer
 from pydantic import BaseModel
@@ -17,6 +17,7 @@ from kemem_es.cli.common import EXIT_INVALID, console, err_console, guarded
 from kemem_es.contract.memory import Memory
 from kemem_es.errors import InvalidInput
 from kemem_es.kemem import Kemem
+from kemem_es.models import Database, MemoryKind
 
 memory_app = typer.Typer(
     help="Add, read, correct and forget memories of one scope.", no_args_is_help=True
@@ -24,8 +25,10 @@ memory_app = typer.Typer(
 
 User = Annotated[str | None, typer.Option("--user", help="user_id (required for --db user)")]
 Agent = Annotated[str, typer.Option("--agent", help="agent_id")]
-Db = Annotated[str, typer.Option("--db", help="user | official")]
-Kind = Annotated[str | None, typer.Option("--kind", help="events | entities (default: both)")]
+Db = Annotated[Database, typer.Option("--db", help="user | official")]
+Kind = Annotated[
+    MemoryKind | None, typer.Option("--kind", help="events | entities (default: both)")
+]
 Json = Annotated[bool, typer.Option("--json", help="JSON output")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask before deleting")]
 Filter = Annotated[
@@ -51,7 +54,13 @@ def _parse_json(text: str | None, option: str) -> Any:
         raise InvalidInput(f"{option}: not valid JSON ({exc.msg})", field=option) from None
 
 
-def _scope(user: str | None, agent: str, db: str) -> dict[str, Any]:
+class _ScopeArgs(TypedDict):
+    user_id: str | None
+    agent_id: str
+    db: Database
+
+
+def _scope(user: str | None, agent: str, db: Database) -> _ScopeArgs:
     return {"user_id": user, "agent_id": agent, "db": db}
 
 
@@ -76,11 +85,11 @@ def _confirm(n: int, what: str, yes: bool) -> bool:
 
 @memory_app.command("add")
 def add(
+    agent: Agent,
     text: Annotated[str | None, typer.Argument(help="the text to remember (an event)")] = None,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
-    kind: Annotated[str, typer.Option("--kind", help="events | entities")] = "events",
+    kind: Annotated[MemoryKind, typer.Option("--kind", help="events | entities")] = "events",
     record: Annotated[
         str | None, typer.Option("--record", help="a whole record as JSON instead of TEXT")
     ] = None,
@@ -101,7 +110,7 @@ def add(
         results = Kemem(model_dir=model_dir).add(
             data,
             **_scope(user, agent, db),
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             session_id=session,
             metadata=_parse_json(metadata, "--metadata"),
             refresh=True,
@@ -117,15 +126,15 @@ def add(
 @memory_app.command("get")
 def get(
     memory_id: Annotated[str, typer.Argument(help="the memory's id")],
+    agent: Agent,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     kind: Kind = None,
     as_json: Json = False,
 ) -> None:
     """Show one memory."""
     with guarded():
-        m = Kemem().get(memory_id, **_scope(user, agent, db), kind=kind)  # type: ignore[arg-type]
+        m = Kemem().get(memory_id, **_scope(user, agent, db), kind=kind)
         if as_json:
             _json(m)
         else:
@@ -134,8 +143,8 @@ def get(
 
 @memory_app.command("list")
 def list_(
+    agent: Agent,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     kind: Kind = None,
     filters: Filter = None,
@@ -147,7 +156,7 @@ def list_(
     with guarded():
         page = Kemem().get_all(
             **_scope(user, agent, db),
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             filters=_parse_json(filters, "--filter"),
             limit=limit,
             cursor=cursor,
@@ -163,12 +172,12 @@ def list_(
 @memory_app.command("update")
 def update(
     memory_id: Annotated[str, typer.Argument(help="the memory's id")],
+    agent: Agent,
     text: Annotated[str | None, typer.Argument(help="its new text")] = None,
     data: Annotated[
         str | None, typer.Option("--data", help='fields to change as JSON, e.g. {"place": "家"}')
     ] = None,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     kind: Kind = None,
     as_json: Json = False,
@@ -182,7 +191,7 @@ def update(
             memory_id,
             changes,
             **_scope(user, agent, db),
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             refresh=True,
         )
         if as_json:
@@ -194,8 +203,8 @@ def update(
 @memory_app.command("delete")
 def delete(
     memory_id: Annotated[str, typer.Argument(help="the memory's id")],
+    agent: Agent,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     kind: Kind = None,
 ) -> None:
@@ -204,14 +213,19 @@ def delete(
         m = Kemem().delete(
             memory_id,
             **_scope(user, agent, db),
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             refresh=True,
         )
         console.print(f"deleted {m.id}: {m.text}", highlight=False)
 
 
 def _delete_many(
-    km: Kemem, scope: dict[str, Any], filters: Any, kind: Any, yes: bool, forget: bool
+    km: Kemem,
+    scope: _ScopeArgs,
+    filters: dict[str, Any] | None,
+    kind: MemoryKind | None,
+    yes: bool,
+    forget: bool,
 ) -> None:
     n = km.count(**scope, filters=filters, kind=kind)
     who = f"user {scope['user_id']} of " if scope.get("user_id") else ""
@@ -228,8 +242,8 @@ def _delete_many(
 
 @memory_app.command("delete-all")
 def delete_all(
+    agent: Agent,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     kind: Kind = None,
     filters: Filter = None,
@@ -245,7 +259,7 @@ def delete_all(
 @memory_app.command("forget-user")
 def forget_user(
     user: Annotated[str, typer.Option("--user", help="user_id")],
-    agent: Agent = ...,  # type: ignore[assignment]
+    agent: Agent,
     yes: Yes = False,
 ) -> None:
     """The right to be forgotten: delete all of a user's memories of one agent, and strip
@@ -257,14 +271,14 @@ def forget_user(
 @memory_app.command("history")
 def history(
     memory_id: Annotated[str, typer.Argument(help="the memory's id")],
+    agent: Agent,
     user: User = None,
-    agent: Agent = ...,  # type: ignore[assignment]
     db: Db = "user",
     as_json: Json = False,
 ) -> None:
     """Every recorded change of a memory, oldest first."""
     with guarded():
-        entries = Kemem().history(memory_id, **_scope(user, agent, db))  # type: ignore[arg-type]
+        entries = Kemem().history(memory_id, **_scope(user, agent, db))
         if as_json:
             _json(entries)
             return

@@ -27,7 +27,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar, overload
 
 import greenlet
 
@@ -146,9 +146,13 @@ class lazy(Generic[T]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: Any, owner: type | None = None) -> T:
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> T: ...
+    def __get__(self, obj: Any, owner: type | None = None) -> T | Self:
         if obj is None:
-            return self  # type: ignore[return-value]
+            return self
         while True:
             if self.name in obj.__dict__:
                 return obj.__dict__[self.name]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
-def _parsed(raw_lines: list[bytes], problems: list[str]) -> Iterator[tuple[str, object]]:
+def _parsed(raw_lines: list[bytes], problems: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     for no, raw in enumerate(raw_lines, start=1):
         try:
             text = raw.decode("utf-8")
@@ -36,7 +37,7 @@ def read_jsonl(path: Path) -> tuple[list[tuple[str, dict]], list[str]]:
     data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
     problems: list[str] = []
     items = list(_parsed(data.splitlines(), problems))
-    return items, problems  # type: ignore[return-value]
+    return items, problems
 
 
 def line_no(problem: str) -> int:

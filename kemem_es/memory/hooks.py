@@ -56,7 +56,7 @@ def _name(fn: Callable[..., Any]) -> str:
 def _resolve(value: T | Awaitable[T]) -> T:
     """An async hook's result, awaited here when called from synchronous code."""
     if not inspect.isawaitable(value):
-        return value  # type: ignore[return-value]
+        return value
     if in_async_call():  # AsyncKemem: awaited on its event loop
         return await_here(value)
     try:

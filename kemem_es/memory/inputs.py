@@ -63,7 +63,7 @@ def to_record_data(
             data
             if isinstance(data, str)
             else join_messages([data] if isinstance(data, Mapping) else list(data))
-        )  # type: ignore[list-item]
+        )
         if not text.strip():
             raise InvalidInput("text: no text to remember", field="text")
         # Identified by its text alone: the same words said again are the same memory (NOOP),

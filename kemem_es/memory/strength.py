@@ -234,8 +234,8 @@ def recall_keys(prefix: str, user: Scope, official: Scope, resp: QueryResponse) 
     keys = []
     for e in resp.memory_events:
         s = scopes[e.db]
-        keys.append((index_alias(prefix, e.db, "events"), s.doc_id(e.index), s.routing))  # type: ignore[arg-type]
+        keys.append((index_alias(prefix, s.db, "events"), s.doc_id(e.index), s.routing))
     for n in resp.memory_entities:
         s, mid = scopes[n.db], str(n.index.get("index"))
-        keys.append((index_alias(prefix, n.db, "entities"), s.doc_id(mid), s.routing))  # type: ignore[arg-type]
+        keys.append((index_alias(prefix, s.db, "entities"), s.doc_id(mid), s.routing))
     return keys

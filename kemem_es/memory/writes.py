@@ -123,7 +123,7 @@ class WritePaths:
             now=datetime.now().astimezone(),
         )  # fmt: skip
         found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
-        return [(kind, {**rec, **names}) for kind, rec in found.items()]  # type: ignore[misc]
+        return [(kind, {**rec, **names}) for kind, rec in found.items()]
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are

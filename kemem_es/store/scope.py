@@ -20,7 +20,9 @@ from typing import Any
 
 from kemem_es.errors import InvalidInput
 from kemem_es.models import Database
+from kemem_es.store.layout import DATABASES
 
+_DATABASE: dict[str, Database] = {db: db for db in DATABASES}  # a caller's string → the Literal
 _SEP = "\x1f"  # unit separator: cannot occur in a validated id, so parts never run together
 
 
@@ -33,7 +35,8 @@ class Scope:
     @classmethod
     def of(cls, *, agent_id: str | None, user_id: str | None = None, db: str = "user") -> Scope:
         """The scope rule. Raises InvalidInput naming the field that breaks it."""
-        if db not in ("user", "official"):
+        database = _DATABASE.get(db)
+        if database is None:
             raise InvalidInput(f"db: must be 'user' or 'official', not {db!r}", field="db")
         if not agent_id or not str(agent_id).strip():
             raise InvalidInput("agent_id: every memory belongs to an agent", field="agent_id")
@@ -44,7 +47,7 @@ class Scope:
                 "user_id: must be empty for the official database (shared by all users)",
                 field="user_id",
             )
-        return cls(db, str(agent_id).strip(), str(user_id).strip() if user_id else None)  # type: ignore[arg-type]
+        return cls(database, str(agent_id).strip(), str(user_id).strip() if user_id else None)
 
     def doc_id(self, memory_id: str) -> str:
         """The engine ``_id``: a hash of the scope and the caller's id (fixed length, opaque)."""

@@ -186,9 +186,11 @@ def memory_stats(
             out.by_agent[agent] = out.by_agent.get(agent, 0) + int(a["doc_count"])
             users = a["users"]
             out.truncated |= users.get("sum_other_doc_count", 0) > 0
-            rows = [(str(u["key"]), int(u["doc_count"])) for u in users["buckets"]]
+            rows: list[tuple[str | None, int]] = [
+                (str(u["key"]), int(u["doc_count"])) for u in users["buckets"]
+            ]
             if db == "official":
-                rows = [(None, int(a["doc_count"]))]  # type: ignore[list-item]
+                rows = [(None, int(a["doc_count"]))]
             for user, count in rows:
                 key = (agent, user, db)
                 row = scopes.setdefault(key, ScopeCount(agent_id=agent, user_id=user, db=db))

@@ -55,7 +55,7 @@ def from_probabilities(
 def spacy_lookups_source() -> Path:
     """The probability table inside the installed spacy-lookups-data (the ``[build]`` extra)."""
     try:
-        import spacy_lookups_data  # type: ignore[import-untyped]
+        import spacy_lookups_data
     except ImportError as e:
         raise ValueError(
             "spacy-lookups-data is not installed: pip install 'kemem-es[build]'"
