@@ -242,7 +242,7 @@ class Kemem:
         agent_name: str | None = None,
         exclude_texts: Sequence[str] = (),
     ) -> str:
-        """SPEC §5 prompt text; ``exclude_texts``: what the dialogue already holds."""
+        """docs/SPEC.md §5 prompt text; ``exclude_texts``: what the dialogue already holds."""
         from kemem_es.prompt import render_prompt
 
         return render_prompt(

@@ -1,4 +1,4 @@
-"""Memory records as they arrive (SPEC §1), validated before anything is written."""
+"""Memory records as they arrive (docs/SPEC.md §1), validated before anything is written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Prompt text for the chat model (SPEC §5), and the per-hit ``log`` strings of the response.
+"""Prompt text for the chat model (docs/SPEC.md §5), and the per-hit ``log`` strings of the
+response.
 
 All wording lives here so the prompt and the response contract never drift apart.
 
@@ -13,9 +14,9 @@ Layout::
     在2024-09-30 15:30左右, 地点：南京大学图书馆。详细记忆事件为…。这表明了…
 
 Fragments are numbered 1..n across all groups; events are one per line, unnumbered, as in the
-SPEC's ``{时间}{地点}:{事件}`` template. Attributes and scenes carry no date; relations carry
-their ``updatetime`` date. A header whose list ends up empty is left out (an empty header would
-invite the model to invent memories); with nothing at all the text is "".
+``{时间}{地点}:{事件}`` template of docs/SPEC.md §5. Attributes and scenes carry no date;
+relations carry their ``updatetime`` date. A header whose list ends up empty is left out (an
+empty header would invite the model to invent memories); with nothing at all the text is "".
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from kemem_es.contract.response import EntityHit, EventHit
 FRAGMENTS_HEADER = "脑海中回想起的片段："
 EVENTS_HEADER = "脑海中回忆起的事件："
 
-_USER, _AGENT = "用户", "主体"  # placeholders when a name is unknown (SPEC §5 wording)
+_USER, _AGENT = "用户", "主体"  # placeholders when a name is unknown (docs/SPEC.md §5 wording)
 _RELATION_KINDS = {"用户关系", "与主体和客体的关系", "与其它实体的关系"}
 _END_PUNCT = '。！？!?.…；;~～）)」』"”'
 
@@ -49,8 +50,8 @@ def parse_time(value: str | datetime | None) -> datetime | None:
 def _period(hour: int) -> str:
     """06–12 上午, 12–18 下午, 18–06 晚上.
 
-    SPEC §5 names the periods both 早上/下午/晚上 and 上午/下午/晚上; 上午 is used because it
-    covers the whole 06–12 span (早上 suggests only early morning).
+    The old design named the morning both 早上 and 上午; 上午 is used (docs/SPEC.md §5) because
+    it covers the whole 06–12 span (早上 suggests only early morning).
     """
     if 6 <= hour < 12:
         return "上午"
@@ -137,7 +138,8 @@ def _relation_date(hit: EntityHit) -> str:
 
 
 def _fragment(hit: EntityHit, user: str, agent: str) -> tuple[int, str]:
-    """(group, line) for one entity hit; groups order the fragments as SPEC §5 lists them."""
+    """(group, line) for one entity hit; groups order the fragments as docs/SPEC.md §5 lists
+    them."""
     name = hit.entity_name.strip()
     desc = hit.description.strip()
     date = _relation_date(hit) if hit.kind in _RELATION_KINDS else ""

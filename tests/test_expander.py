@@ -1,4 +1,4 @@
-"""Expander strategies pinned on a hand-made lexicon (SPEC §3)."""
+"""Expander strategies pinned on a hand-made lexicon (docs/SPEC.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompt text (SPEC §5): relative event times, fragment grouping, numbering, exclusion."""
+"""Prompt text (docs/SPEC.md §5): relative event times, fragment grouping, numbering, exclusion."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def query(
     max_words: int = typer.Option(100, "--max-words", help="expansion cap (0: no expansion)"),
     as_json: bool = typer.Option(False, "--json", help="the full response contract as JSON"),
     simple: bool = typer.Option(False, "--simple", help="only the memory texts (JSON)"),
-    prompt: bool = typer.Option(False, "--prompt", help="the prompt text (SPEC §5)"),
+    prompt: bool = typer.Option(False, "--prompt", help="the prompt text (docs/SPEC.md §5)"),
     explain: bool = typer.Option(False, "--explain", help="each signal per event hit"),
     model_dir: Path | None = typer.Option(None, "--model-dir", help="KEMEM_MODEL_DIR"),
 ) -> None:

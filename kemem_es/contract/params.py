@@ -84,7 +84,7 @@ CONTEXT_INPUT: dict[str, Any] = {
 
 
 class QueryParams(BaseModel):
-    """One query's knobs (SPEC §2); defaults follow the ES generation of the old service.
+    """One query's knobs (docs/SPEC.md §2); defaults follow the ES generation of the old service.
     An unknown knob is an error, never silently ignored."""
 
     model_config = ConfigDict(extra="forbid")

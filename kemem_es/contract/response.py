@@ -1,4 +1,4 @@
-"""The response contract (SPEC §4), kept compatible with the previous /query service."""
+"""The response contract (docs/SPEC.md §4), kept compatible with the previous /query service."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Association lexicon and expander (SPEC §2 step 3, §3)."""
+"""Association lexicon and expander (docs/SPEC.md §2 step 3, §3)."""
 
 from kemem_es.expand.expander import (
     ExpandedWord,

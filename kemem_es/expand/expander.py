@@ -1,4 +1,4 @@
-"""Expand a sentence's base words through the lexicon (SPEC §3, strategies 0 and 1)."""
+"""Expand a sentence's base words through the lexicon (docs/SPEC.md §3, strategies 0 and 1)."""
 
 from __future__ import annotations
 
@@ -167,8 +167,9 @@ class Expander:
         exclude: Iterable[str] = (),
         top_k: int = 10,
     ) -> Expansion:
-        """SPEC §3 ``expand``: every base word (TF-IDF top-k, stop words and ``exclude`` names
-        removed) is a target, in weight order; base words and names are never emitted."""
+        """``expand`` of docs/SPEC.md §3: every base word (TF-IDF top-k, stop words and
+        ``exclude`` names removed) is a target, in weight order; base words and names are never
+        emitted."""
         names = [normalize(n).strip() for n in exclude]
         keywords, tokens = base_words_with_tokens(
             sentence, top_k=top_k, exclude=names, tokenizer=self.tokenizer, idf=self.idf

@@ -93,7 +93,7 @@ def keyword_clauses(words: Sequence[SearchWord], fields: dict[str, float]) -> li
 
     Base words get one BM25-scored clause per field. Expansions (up to ~100 words) are grouped
     by level into one ``terms`` query per (field, level): a constant score per group, which keeps
-    the request small and the engine fast; they weigh by association level as SPEC §2 asks.
+    the request small and the engine fast; they weigh by association level as docs/SPEC.md §2 asks.
     """
     clauses: list[dict[str, Any]] = []
     groups: dict[tuple[str, float], list[str]] = {}

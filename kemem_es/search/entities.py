@@ -1,4 +1,4 @@
-"""Entity recall in SPEC §2 step 6's priority tiers, scored by evidence.
+"""Entity recall in docs/SPEC.md §2 step 6's priority tiers, scored by evidence.
 
 All four tiers are one search over the user's and the official entity indices. Candidates are
 the entities a search word matches on their tier's fields (descriptions for tier 2, entity names
@@ -34,8 +34,8 @@ class Tier:
     fields: dict[str, float]
 
 
-# 用户关系 (the user's relations to others) rides with the user's attributes in tier 2: SPEC's
-# tiers name it nowhere, and the prompt shows both right after each other (§5).
+# 用户关系 (the user's relations to others) rides with the user's attributes in tier 2: the tiers
+# of docs/SPEC.md §2 name it nowhere, and the prompt shows both right after each other (§5).
 TIERS: tuple[Tier, ...] = (
     Tier(1, ("与主体和客体的关系",), {"keyword": 2.0, "keyword_tok": 1.0}),
     Tier(2, ("用户属性", "用户关系"), {"keyword": 2.0, "keyword_tok": 1.0, "description_tok": 1.0}),

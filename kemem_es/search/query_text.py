@@ -107,7 +107,7 @@ class QueryText:
     def prune_expansions(
         self, expanded: list[tuple[str, int]], vector: Sequence[float], params: QueryParams
     ) -> list[tuple[str, int]]:
-        """Meaning-aware pruning (SPEC §3's weakness: words expanded independently of the
+        """Meaning-aware pruning (docs/SPEC.md §3's weakness: words expanded independently of the
         sentence): the lexicon's candidates are ranked by level, the best ``expand_candidates``
         are embedded (cached per word) and only those whose cosine to the query vector reaches
         ``expand_min_cos`` are kept — 吃火锅 keeps 火锅/麻辣烫, drops 狗肉/熏肉 unless the

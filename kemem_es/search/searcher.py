@@ -1,4 +1,4 @@
-"""The query pipeline (SPEC §2): tokenise → base words → expand → embed (``query_text``) →
+"""The query pipeline (docs/SPEC.md §2): tokenise → base words → expand → embed (``query_text``) →
 events and entities in one round trip (bodies from ``events``/``entities``/``modes``) → assemble
 (``hits``), each stage timed in milliseconds."""
 
@@ -312,7 +312,7 @@ class Searcher:
         self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
     ) -> list[tuple[dict[str, Any], float]]:
         """(hit, score) for entities whose evidence reaches ``entity_threshold``, in tier order
-        (SPEC §2 step 6), best evidence first within a tier, then newest; at most
+        (docs/SPEC.md §2 step 6), best evidence first within a tier, then newest; at most
         ``entity_limit`` (default: ``limit``)."""
         search = self.entity_search(params, words, vector)
         if search is None:

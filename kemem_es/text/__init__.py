@@ -1,4 +1,4 @@
-"""Tokenisation, stop words and TF-IDF base words (SPEC §2 steps 1–2)."""
+"""Tokenisation, stop words and TF-IDF base words (docs/SPEC.md §2 steps 1–2)."""
 
 from kemem_es.text.keywords import (
     BaseWord,

@@ -1,6 +1,6 @@
 """``infer=True``: chat messages → entity and event records, through an LLM.
 
-An :class:`Extractor` reads a dialogue and returns record data (SPEC §1 fields) that already
+An :class:`Extractor` reads a dialogue and returns record data (docs/SPEC.md §1 fields) that already
 passed the real record models, *without* scope: the caller adds ``agent_id`` / ``user_id`` (and
 names, session, metadata) and writes. Extraction succeeds or fails as a whole: any bad item is an
 :class:`~kemem_es.errors.ExtractionError` naming it, and nothing of that answer is returned.

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 QUERY_ROUTES = ("/query", "/query_simple")
 QUANTILES = (0.5, 0.95, 0.99)
-# Pipeline order (SPEC §2); a stage not listed goes before "total".
+# Pipeline order (docs/SPEC.md §2); a stage not listed goes before "total".
 STAGE_ORDER = ("tokenise", "expand", "embed", "search_entities", "search_events", "assemble")
 
 
