@@ -156,9 +156,10 @@ def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
     w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
     for e in resp.memory_events:  # the explained signals add up to the answer's score
         fused = sum(w[k] * getattr(e.signals, k) for k in w) + e.signals.anchor
-        if 0.0 < e.signals.vec < 1.0:  # (vec is shown clamped to [0, 1]; the sum is not)
-            assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=2e-3)
+        assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=2e-3)
         assert 0.0 <= e.score <= 1.0
+    # the vector term is shown as the score holds it: a close match is above 1, not clamped
+    assert max(e.signals.vec for e in resp.memory_events) > 1.0
 
 
 def test_recent_memory_outranks_an_otherwise_equal_old_one(km) -> None:
@@ -331,18 +332,19 @@ def test_sentence_vectors_are_scored_by_the_engine_as_documented(km) -> None:
     lo, span = evs.vec_scale(params)
 
     def expected(doc: str, s: float) -> float:
+        """The vector term on the model's scale, before the score's clamp."""
         v = stored[doc]
         best = max((1 + v @ np.asarray(p)) / 2 for p in parts)
         raw = (1 - s) * (1 + v @ np.asarray(whole)) / 2 + s * best
-        return min(max((raw - lo) / span, 0.0), 1.0)
+        return (raw - lo) / span
 
     for s in (0.5, 0.0):
         resp = q(km, text, mode="vector", sentence_weight=s, explain=True)
         assert resp.memory_events
         for e in resp.memory_events:
             if e.db == "user":
-                assert e.score == pytest.approx(expected(e.index, s), abs=2e-3)
-                assert e.signals.vec == pytest.approx(min(e.score, 1.0), abs=2e-3)
+                assert e.signals.vec == pytest.approx(expected(e.index, s), abs=2e-3)
+                assert e.score == pytest.approx(min(max(e.signals.vec, 0.0), 1.0), abs=2e-3)
     # the kite memory answers the second sentence: its share lifts it (a high ceiling keeps
     # both scores below the clamp at 1)
     opts = {"mode": "vector", "vec_ceil": 0.99}
@@ -356,8 +358,7 @@ def test_explained_signals_add_up_with_sentence_vectors(km) -> None:
     w = QueryParams(agent_id=A, user_id=U1).weights.model_dump()
     for e in resp.memory_events:
         fused = sum(w[k] * getattr(e.signals, k) for k in w) + e.signals.anchor
-        if 0.0 < e.signals.vec < 1.0:
-            assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)
+        assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)
     # the approximate path rescores its window with the same formula
     approx = q(km, "最近总是失眠，晚上睡不着。周末想去海边放风筝", path="approx")
     exact = {e.index: e.score for e in resp.memory_events}

@@ -8,8 +8,15 @@ from pydantic import BaseModel, Field
 
 
 class Signals(BaseModel):
-    """Each fused signal of one event hit (the explain option), in [0, 1]; ``kw`` can exceed 1
-    by up to ``proximity_share`` (word pairs found close together, latin-script queries)."""
+    """Each fused signal of one event hit (the explain option), as the score holds it: the
+    score is ``Σ weight·signal + anchor``, clamped to [0, 1].
+
+    ``time`` and ``strength`` lie in [0, 1]. ``kw`` does too, except that it can exceed 1 by up
+    to ``proximity_share`` (word pairs found close together, latin-script queries). ``vec`` is
+    the cosine on the model's scale, ``(cos − vec_floor) / (vec_ceil − vec_floor)``: 0 for
+    unrelated text, 1 for the memory a short utterance typically implies, above 1 for a closer
+    paraphrase, and below 0 under the floor. The engine does not clamp it, so neither does
+    this."""
 
     kw: float
     vec: float

@@ -291,7 +291,9 @@ class Searcher:
                 signals = signals_from_explanation(hit["_explanation"])
                 lo, span = ev.vec_scale(params)
                 raw_vec = (signals.vec - lo) / span if signals.vec else 0.0
-                update = {"vec": round(min(max(raw_vec, 0.0), 1.0), 4)}
+                # as the score holds it: not clamped (only the total score is), so the
+                # signals add up to the score and a paraphrase shows above 1
+                update = {"vec": round(raw_vec, 4)}
                 w = mode_weights(params)
                 if coverage and w.get("kw", 0.0) > 0:
                     # coverage is the query's own score (no function): what the raw sum holds

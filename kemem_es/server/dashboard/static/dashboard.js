@@ -232,13 +232,15 @@
   function sigBar(hit, weights, threshold) {
     const bar = h("div", { class: "sigbar" });
     let left = 0;
+    // The signals are what the score holds (vec above 1 for a close paraphrase); only the
+    // total is clamped to [0, 1], so a segment is cut where the bar ends.
     for (const k of SIGNALS) {
       const w = weights[k] || 0;
       const part = w * (hit.signals[k] || 0);
-      if (part <= 0) continue;
+      if (part <= 0 || left >= 1) continue;
       const seg = h("div", { class: `seg ${k}`, title: `${k}: ${fmt(hit.signals[k])} × ${w}` });
       seg.style.left = `${100 * left}%`;
-      seg.style.width = `${100 * part}%`;
+      seg.style.width = `${100 * Math.min(part, 1 - left)}%`;
       bar.append(seg);
       left += part;
     }
@@ -249,15 +251,6 @@
       const seg = h("div", { class: "seg anchor", title: `anchor: +${fmt(gain)} (close to the best hit in meaning or time)` });
       seg.style.left = `${100 * Math.min(left, 1)}%`;
       seg.style.width = `${100 * Math.max(0, Math.min(gain, 1 - left))}%`;
-      bar.append(seg);
-    }
-    // The engine does not cap the vector term at 1 (only the total score): a cosine above
-    // vec_ceil adds beyond the clamped vec signal. Drawn as its own lighter segment.
-    const over = Math.min(hit.score, 1) - gain - left;
-    if (over > 0.002 && (hit.signals.vec || 0) >= 0.999 && weights.vec) {
-      const seg = h("div", { class: "seg vec over", title: `cosine above vec_ceil: +${fmt(over)}` });
-      seg.style.left = `${100 * left}%`;
-      seg.style.width = `${100 * over}%`;
       bar.append(seg);
     }
     const thr = h("div", { class: "thr", title: `threshold ${threshold}` });
