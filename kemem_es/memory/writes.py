@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -21,6 +21,7 @@ from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
+from kemem_es.memory.inputs import AddInput
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.bulk import IndexReport
@@ -49,14 +50,14 @@ class WritePaths:
     # -- add ------------------------------------------------------------------------------
     def add(
         self,
-        data: Any,
+        data: AddInput,
         scope: Scope,
         kind: MemoryKind,
         session_id: str | None,
         metadata: Mapping[str, Any] | None,
         refresh: bool,
         dedup: bool,
-        infer: bool | str,
+        infer: bool | Literal["background"],
         names: dict[str, str],
     ) -> list[AddResult]:
         if not infer:
@@ -84,7 +85,7 @@ class WritePaths:
 
     def _write(
         self,
-        items: list[tuple[MemoryKind, Any]],
+        items: list[tuple[MemoryKind, AddInput]],
         scope: Scope,
         session_id: str | None,
         metadata: Mapping[str, Any] | None,
@@ -109,7 +110,7 @@ class WritePaths:
             out += self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
         return out
 
-    def _extract(self, data: Any, names: dict[str, str]) -> list[tuple[MemoryKind, Any]]:
+    def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:
         if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
             raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
         messages: Messages
