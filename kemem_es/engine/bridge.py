@@ -27,7 +27,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Self, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 import greenlet
 
@@ -147,10 +147,10 @@ class lazy(Generic[T]):
         self.name = name
 
     @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Self: ...
+    def __get__(self, obj: None, owner: type | None = None) -> lazy[T]: ...
     @overload
     def __get__(self, obj: object, owner: type | None = None) -> T: ...
-    def __get__(self, obj: Any, owner: type | None = None) -> T | Self:
+    def __get__(self, obj: Any, owner: type | None = None) -> T | lazy[T]:
         if obj is None:
             return self
         while True:
