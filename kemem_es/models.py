@@ -6,6 +6,7 @@ import hashlib
 import json
 import math
 import re
+import unicodedata
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
@@ -65,9 +66,23 @@ def _utf8_at_most(limit: int) -> Any:
     return AfterValidator(check)
 
 
+def has_visible_text(text: str) -> bool:
+    """Whether ``text`` holds a character a reader would see: not only spaces, control
+    characters (NUL) or invisible format characters (zero-width space), which strip() keeps."""
+    return any(unicodedata.category(c)[0] not in "CZ" for c in text)
+
+
+def _visible(v: str) -> str:
+    if not has_visible_text(v):
+        raise ValueError("has no visible text (only spaces, control or zero-width characters)")
+    return v
+
+
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 Text = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT_CHARS)
+    str,
+    StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_TEXT_CHARS),
+    AfterValidator(_visible),
 ]
 OptText = Annotated[str, StringConstraints(strip_whitespace=True, max_length=MAX_TEXT_CHARS)]
 Term = Annotated[str, StringConstraints(strip_whitespace=True), _utf8_at_most(MAX_TERM_BYTES)]

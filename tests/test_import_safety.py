@@ -46,6 +46,9 @@ def probes(dim: int) -> list[tuple[dict, str]]:
         ({"vector": [0.1] * (dim + 1)}, "vector"),
         ({"id": "长" * 200}, "id"),
         ({"metadata": {"a": {"nested": 1}}}, "metadata"),
+        # nothing a reader would see: strip() keeps NUL and the zero-width space
+        ({"description": "\x00"}, "description"),
+        ({"description": "\u200b \u200b"}, "description"),
     ]
 
 

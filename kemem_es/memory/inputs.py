@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kemem_es.errors import InvalidInput
-from kemem_es.models import MemoryKind
+from kemem_es.models import MemoryKind, has_visible_text
 from kemem_es.store.scope import Scope
 
 Message = Mapping[str, Any]
@@ -31,7 +31,7 @@ def join_messages(messages: Sequence[Message | str]) -> str:
                 f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
                 field=f"messages[{i}]",
             )
-        if content.strip():
+        if has_visible_text(content):
             lines.append(content.strip())
     if not lines:
         raise InvalidInput("messages: no text to remember", field="messages")
@@ -52,6 +52,8 @@ def to_record_data(
         record = data.model_dump(exclude_unset=True)
     elif isinstance(data, Mapping) and "role" not in data:
         record = dict(data)
+    elif isinstance(data, bytes | bytearray):
+        raise InvalidInput("data: bytes; decode the text to str first", field="data")
     elif isinstance(data, str | Sequence | Mapping):
         if kind != "events":
             raise InvalidInput(
@@ -64,7 +66,7 @@ def to_record_data(
             if isinstance(data, str)
             else join_messages([data] if isinstance(data, Mapping) else list(data))
         )
-        if not text.strip():
+        if not has_visible_text(text):
             raise InvalidInput("text: no text to remember", field="text")
         # Identified by its text alone: the same words said again are the same memory (NOOP),
         # whenever they are said.

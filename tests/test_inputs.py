@@ -1,0 +1,51 @@
+"""What the Memory API accepts as a memory before any engine is involved (memory/inputs.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from kemem_es.errors import InvalidInput
+from kemem_es.memory.inputs import to_record_data
+from kemem_es.models import EventRecord, has_visible_text
+from kemem_es.store.scope import Scope
+
+SCOPE = Scope.of(agent_id="qiyu", user_id="u1")
+NOW = datetime(2025, 6, 1, 12, 0)
+
+
+def record(data: object) -> dict:
+    return to_record_data(data, "events", SCOPE, None, None, NOW)
+
+
+@pytest.mark.parametrize("text", ["", "  \n\t", "\x00", "\x00\x01", "\u200b", "\u200b \ufeff"])
+def test_text_without_anything_visible_is_not_a_memory(text: str) -> None:
+    assert not has_visible_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        record(text)
+    assert exc.value.field == "text"
+
+
+def test_messages_without_anything_visible_are_not_a_memory() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        record([{"role": "user", "content": "\u200b"}, {"role": "assistant", "content": " "}])
+    assert exc.value.field == "messages"
+
+
+def test_bytes_are_refused_as_bytes_not_as_messages() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        record(b"\xe8\x83\x83\xe7\x96\xbc")
+    assert exc.value.field == "data" and "decode" in str(exc.value)
+
+
+def test_visible_text_is_kept_as_written() -> None:
+    for text in ("胃疼", "ok", "😀", "\u200b胃疼\u200b"):
+        assert has_visible_text(text)
+    assert record("  木木胃疼  ")["description"] == "  木木胃疼  "
+
+
+def test_a_record_whose_description_shows_nothing_names_the_field() -> None:
+    with pytest.raises(ValueError, match="description") as exc:
+        EventRecord(agent_id="qiyu", user_id="u1", description="\u200b\x00", created_at=NOW)
+    assert "no visible text" in str(exc.value)
