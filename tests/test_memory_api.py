@@ -86,6 +86,12 @@ def test_update_is_partial_and_history_keeps_every_version(kemem) -> None:
         kemem.update("m1", {"user_id": "u_b"}, **A)
     with pytest.raises(InvalidInput, match="created_at"):
         kemem.update("m1", {"created_at": 20250601}, **A)
+    for bad in (5, b"\xe7\x94\xbb"):  # neither a text nor fields: refused, not a TypeError
+        with pytest.raises(InvalidInput) as exc:
+            kemem.update("m1", bad, **A)
+        assert exc.value.field == "data"
+    with pytest.raises(InvalidInput, match="no visible text"):
+        kemem.update("m1", "\u200b", **A)
 
     kemem.delete("m1", **A, refresh=True)
     with pytest.raises(NotFound):

@@ -262,7 +262,15 @@ class MemoryService:
         """A partial update: only the given fields change; recall counts and created_at
         survive; updatetime becomes now unless given; strength grows by the Ebbinghaus rule
         (the time since the last write) unless given."""
-        changes = {"description": data} if isinstance(data, str) else dict(data)
+        if isinstance(data, str):
+            changes: dict[str, Any] = {"description": data}
+        elif isinstance(data, Mapping):
+            changes = dict(data)
+        else:
+            raise InvalidInput(
+                f"data: the new text or a mapping of fields, not a {type(data).__name__}",
+                field="data",
+            )
         if not changes:
             raise InvalidInput("data: nothing to update", field="data")
         for name in FIXED_FIELDS:
