@@ -20,7 +20,7 @@ from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResp
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.bridge import Bridge, lazy, offload
 from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import EngineUnavailable, KememError, invalid_options
+from kemem_es.errors import EngineUnavailable, InvalidInput, KememError, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -32,7 +32,7 @@ from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
-from kemem_es.store.layout import KINDS, all_aliases
+from kemem_es.store.layout import KINDS, all_aliases, checked_kind
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
 
@@ -156,6 +156,9 @@ class Kemem:
         ``KEMEM_DEGRADE``): answer "no memories" instead, with ``additional_info.degraded`` and
         the reason — for a chat turn that should go on without memory rather than fail.
         ``reinforce=False``: a look that is not a recall (no strength gained, no activity)."""
+        if not isinstance(text, str):
+            kind_of = type(text).__name__
+            raise InvalidInput(f"text: the utterance as a string, not {kind_of}", field="text")
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
@@ -268,6 +271,7 @@ class Kemem:
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""
         if (kind, db) not in self._checked:
+            kind = checked_kind(kind)  # every write passes here; a kind names an index
             ensure_compatible(self.engine, self.embedder.dim, db, kind)
             self._checked.add((kind, db))
 

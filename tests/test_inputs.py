@@ -9,6 +9,7 @@ import pytest
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.inputs import to_record_data
 from kemem_es.models import EventRecord, has_visible_text
+from kemem_es.store.layout import checked_kind
 from kemem_es.store.scope import Scope
 
 SCOPE = Scope.of(agent_id="qiyu", user_id="u1")
@@ -49,3 +50,37 @@ def test_a_record_whose_description_shows_nothing_names_the_field() -> None:
     with pytest.raises(ValueError, match="description") as exc:
         EventRecord(agent_id="qiyu", user_id="u1", description="\u200b\x00", created_at=NOW)
     assert "no visible text" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("ids", "field"),
+    [
+        ({"agent_id": 5, "user_id": "u1"}, "agent_id"),
+        ({"agent_id": "a1", "user_id": 5}, "user_id"),
+        ({"agent_id": "a1", "user_id": "u\x1fx"}, "user_id"),  # the scope keys' separator
+        ({"agent_id": "a1\x1fu", "user_id": "x"}, "agent_id"),
+        ({"agent_id": "a" * 201, "user_id": "u1"}, "agent_id"),
+    ],
+)
+def test_scope_ids_follow_the_records_rule(ids: dict, field: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        Scope.of(**ids)
+    assert exc.value.field == field and str(exc.value).startswith(f"{field}: ")
+
+
+def test_scope_ids_are_stripped_as_record_ids_are() -> None:
+    assert Scope.of(agent_id=" a1 ", user_id=" u1 ") == Scope.of(agent_id="a1", user_id="u1")
+
+
+@pytest.mark.parametrize("value", ["x", "event", None, 5, ["events"]])
+def test_a_kind_is_one_of_the_two(value: object) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        checked_kind(value)
+    assert exc.value.field == "kind"
+    assert checked_kind("events") == "events" and checked_kind("entities") == "entities"
+
+
+def test_metadata_must_be_a_mapping() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        to_record_data("木木胃疼", "events", SCOPE, None, [1], NOW)
+    assert exc.value.field == "metadata"

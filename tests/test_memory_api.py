@@ -273,6 +273,30 @@ def test_scope_is_required_and_unknown_options_raise(kemem) -> None:
     with pytest.raises(ExtractionError, match="KEMEM_LLM_BASE_URL"):
         kemem.add("x", **A, infer=True)  # no extractor configured: a clear error, nothing written
 
+    # Wrong types and unknown kinds are named errors, never a TypeError or a missing template.
+    calls = {
+        "memory_id": [
+            lambda: kemem.get(None, **A),
+            lambda: kemem.update(5, "x", **A),
+            lambda: kemem.delete("a\x1fb", **A),
+            lambda: kemem.history(None, **A),
+        ],
+        "kind": [
+            lambda: kemem.add("木木胃疼", **A, kind="event"),
+            lambda: kemem.index_records([{"description": "木木胃疼", **A}], kind="x"),
+            lambda: kemem.get_all(**A, kind="x"),
+        ],
+        "text": [lambda: kemem.query(None, **A)],
+        "metadata": [lambda: kemem.add("木木胃疼", **A, metadata=["a"])],
+        "user_id": [lambda: kemem.add("木木胃疼", agent_id="qiyu", user_id=7)],
+    }
+    for field, fns in calls.items():
+        for fn in fns:
+            with pytest.raises(InvalidInput) as exc:
+                fn()
+            assert exc.value.field == field, (field, str(exc.value))
+    assert kemem.count(**A) == 0
+
 
 def test_official_database_crud(kemem) -> None:
     kemem.init()

@@ -48,6 +48,8 @@ def to_record_data(
 ) -> dict[str, Any]:
     """Record input with the scope of the call filled in. A record that names another scope
     is refused rather than moved."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidInput("metadata: a mapping of keys to values", field="metadata")
     if isinstance(data, BaseModel):
         record = data.model_dump(exclude_unset=True)
     elif isinstance(data, Mapping) and "role" not in data:

@@ -24,11 +24,12 @@ from kemem_es.store.layout import (
     HEAVY_FIELDS,
     KINDS,
     UID_FIELD,
+    checked_kind,
     history_alias,
     index_alias,
     kind_of_index,
 )
-from kemem_es.store.scope import Scope
+from kemem_es.store.scope import Scope, checked_id
 
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
@@ -50,11 +51,7 @@ class Stored:
 
 
 def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
-    if kind is None:
-        return KINDS
-    if kind not in KINDS:
-        raise InvalidInput(f"kind: must be one of {', '.join(KINDS)}, not {kind!r}", field="kind")
-    return (kind,)
+    return KINDS if kind is None else (checked_kind(kind),)
 
 
 def encode_cursor(values: list[Any]) -> str:
@@ -82,6 +79,7 @@ class Crud:
     # -- reads ----------------------------------------------------------------------------
     def fetch(self, scope: Scope, memory_id: str, kind: MemoryKind | None = None) -> Stored:
         """The memory with this id in this scope; NotFound otherwise (also for other scopes)."""
+        memory_id = checked_id(memory_id, "memory_id")
         kinds = _kinds(kind)
         refs = [(self.alias(scope, k), scope.doc_id(memory_id), scope.routing) for k in kinds]
         with engine_errors("reading a memory"):
@@ -146,6 +144,7 @@ class Crud:
             )
 
     def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
+        memory_id = checked_id(memory_id, "memory_id")
         with engine_errors("reading history"):
             # History is read rarely and right after changes: make every entry visible first.
             self.engine.refresh(history_alias(self.prefix))

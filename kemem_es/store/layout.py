@@ -8,10 +8,22 @@ from __future__ import annotations
 
 from typing import get_args
 
+from kemem_es.errors import InvalidInput
 from kemem_es.models import Database, MemoryKind
 
 DATABASES: tuple[Database, ...] = get_args(Database)
 KINDS: tuple[MemoryKind, ...] = get_args(MemoryKind)
+_KIND: dict[object, MemoryKind] = {k: k for k in KINDS}
+
+
+def checked_kind(value: object) -> MemoryKind:
+    """A caller's ``kind`` as the Literal; InvalidInput for anything else (a kind names an
+    index, so an unknown one must never reach the engine or the template loader)."""
+    kind = _KIND.get(value) if isinstance(value, str) else None
+    if kind is None:
+        raise InvalidInput(f"kind: must be one of {', '.join(KINDS)}, not {value!r}", field="kind")
+    return kind
+
 
 VECTOR_FIELD = "vector"
 VECTOR_CODE_FIELD = "vector_code"  # events: the vector as int8 doc values (store.vector_code)

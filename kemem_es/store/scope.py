@@ -18,12 +18,26 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from kemem_es.errors import InvalidInput
-from kemem_es.models import Database
+from kemem_es.models import Database, ScopeId
 from kemem_es.store.layout import DATABASES
 
 _DATABASE: dict[str, Database] = {db: db for db in DATABASES}  # a caller's string → the Literal
 _SEP = "\x1f"  # unit separator: cannot occur in a validated id, so parts never run together
+_ID: TypeAdapter[str] = TypeAdapter(ScopeId)
+
+
+def checked_id(value: object, field: str) -> str:
+    """A caller's id (agent, user or memory) by the records' own rule (``models.ScopeId``): a
+    string, stripped, not empty, at most 200 bytes, no control characters. So a separator can
+    never make two scopes' keys run together, and a wrong type is an error, not a TypeError."""
+    try:
+        return _ID.validate_python(value)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InvalidInput(f"{field}: {problem}", field=field) from None
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,8 @@ class Scope:
                 "user_id: must be empty for the official database (shared by all users)",
                 field="user_id",
             )
-        return cls(database, str(agent_id).strip(), str(user_id).strip() if user_id else None)
+        user = checked_id(user_id, "user_id") if user_id else None
+        return cls(database, checked_id(agent_id, "agent_id"), user)
 
     def doc_id(self, memory_id: str) -> str:
         """The engine ``_id``: a hash of the scope and the caller's id (fixed length, opaque)."""
