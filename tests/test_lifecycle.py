@@ -74,6 +74,19 @@ def test_cleanup_plan() -> None:
     assert plan(500, active, NOW - timedelta(days=8), NOW, p) == ("cap", 100)
 
 
+def test_cleanup_overrides_keep_their_settings_bounds() -> None:
+    """A per-call override is checked like KEMEM_CLEANUP_*: ratio 2 would plan to delete twice a
+    capped user's memories (all of them), not refuse."""
+    from kemem_es.config import Settings
+
+    settings = Settings()
+    assert Policy.from_settings(settings, ratio=0.5, cap=10).ratio == 0.5
+    for bad in ({"ratio": 2}, {"ratio": 0}, {"cap": 0}, {"inactive_days": -1}, {"cap": "x"}):
+        with pytest.raises(InvalidInput) as exc:
+            Policy.from_settings(settings, **bad)
+        assert exc.value.field == next(iter(bad))
+
+
 # -- dedup on the engine --------------------------------------------------------------------
 @pytest.mark.engine
 def test_dedup_decisions_and_history(kemem) -> None:

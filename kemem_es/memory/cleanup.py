@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from kemem_es.config import Settings
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput
@@ -47,6 +49,16 @@ WEAKEST_FIRST = [
 PAGE = 1000
 
 
+def _setting_value(setting: str, value: object, name: str) -> Any:
+    """``value`` validated by the Settings field ``setting`` (its type and bounds)."""
+    info = Settings.model_fields[setting]
+    try:
+        return TypeAdapter(info.rebuild_annotation()).validate_python(value)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        raise InvalidInput(f"{name}: {problem} (got {value!r})", field=name) from None
+
+
 @dataclass(frozen=True)
 class Policy:
     cap: int = 20_000
@@ -63,7 +75,11 @@ class Policy:
         if unknown:
             raise InvalidInput(f"{unknown[0]}: unknown option", field=unknown[0])
         values = {n: getattr(settings, f"cleanup_{n}") for n in names}
-        return cls(**{**values, **overrides})
+        for name, value in overrides.items():
+            # An override obeys its setting's bounds: ratio 2 would delete every memory of a
+            # user at the cap, not 20 % of them.
+            values[name] = _setting_value(f"cleanup_{name}", value, name)
+        return cls(**values)
 
 
 @dataclass
