@@ -88,6 +88,12 @@ class Settings(BaseSettings):
         le=1,
         description="events only: share of the shorter text's words the other must hold to merge",
     )
+    dedup_recent_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="how long dedup also compares with this process's own writes, which the "
+        "engine's search sees only after its refresh (0: the engine's search alone)",
+    )
     reinforce: bool = Field(default=True, description="recalled memories gain strength")
     reinforce_amount: float = Field(default=15.0, ge=0, description="strength per recall")
     reinforce_flush_s: float = Field(default=1.0, gt=0, description="background flush period")

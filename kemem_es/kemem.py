@@ -229,7 +229,11 @@ class Kemem:
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        return run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        reports = run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        for r in reports:
+            if r.deleted:  # what went is no dedup candidate any more
+                self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))
+        return reports
 
     def query_simple(
         self, text: str, *, user_id: str, agent_id: str, **options: Any
@@ -348,7 +352,11 @@ class Kemem:
     def memories(self) -> MemoryService:
         settings = self.settings
         return MemoryService(
-            self.engine, lambda: self.writer, settings.dedup_threshold, settings.dedup_min_overlap
+            self.engine,
+            lambda: self.writer,
+            settings.dedup_threshold,
+            settings.dedup_min_overlap,
+            settings.dedup_recent_s,
         )
 
     def search(

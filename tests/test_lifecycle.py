@@ -17,6 +17,7 @@ from kemem_es.memory.cleanup import Policy, plan
 from kemem_es.memory.dedup import Match, decide, word_overlap
 from kemem_es.memory.hooks import HookError, Rejected
 from kemem_es.memory.strength import ebbinghaus_gain
+from kemem_es.store.layout import index_alias
 
 A = {"agent_id": "qiyu", "user_id": "u_a"}
 B = {"agent_id": "qiyu", "user_id": "u_b"}
@@ -183,6 +184,44 @@ def test_import_dedup_is_an_option(kemem) -> None:
     assert kemem.count(**A) == 2
     replay = kemem.index_records(rows, "events")  # exact replay: no dedup
     assert replay.indexed == 2 and replay.unchanged == 1
+
+
+@pytest.mark.engine
+def test_near_duplicates_added_back_to_back_or_at_once_merge(kemem) -> None:
+    """The engine's search sees a write only after its refresh; dedup also compares with this
+    process's recent writes, and one scope's adds take turns (threads and async verbs)."""
+    kemem.init()
+    said = [
+        "木木喜欢吃螺蛳粉",
+        "木木特别喜欢吃螺蛳粉",
+        "木木很喜欢吃螺蛳粉",
+        "木木超级喜欢吃螺蛳粉",
+    ]
+    assert [kemem.add(t, **A)[0].event for t in said] == ["ADD", "UPDATE", "UPDATE", "UPDATE"]
+    with ThreadPoolExecutor(4) as pool:
+        events = sorted(r[0].event for r in pool.map(lambda t: kemem.add(t, **B), said))
+    assert events == ["ADD", "UPDATE", "UPDATE", "UPDATE"]
+
+    from kemem_es import AsyncKemem
+
+    async def at_once() -> list[str]:
+        async with AsyncKemem(kemem.settings) as akm:
+            akm.core.embedder = kemem.embedder
+            scope = {"agent_id": "qiyu", "user_id": "u_c"}
+            results = await asyncio.gather(*(akm.add(t, **scope) for t in said))
+        return sorted(r[0].event for r in results)
+
+    assert asyncio.new_event_loop().run_until_complete(at_once()) == [
+        "ADD", "UPDATE", "UPDATE", "UPDATE"
+    ]  # fmt: skip
+    for user in ("u_a", "u_b", "u_c"):
+        kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+        assert kemem.count(agent_id="qiyu", user_id=user) == 1, user
+    # Distinct facts stay apart; a deleted memory is no candidate any more.
+    assert kemem.add("木木不喜欢吃香菜", **A)[0].event == "ADD"
+    (gone,) = [m for m in kemem.get_all(**A).results if "螺蛳粉" in m.text]
+    kemem.delete(gone.id, **A)
+    assert kemem.add("木木超级喜欢吃螺蛳粉", **A)[0].event == "ADD"
 
 
 # -- reinforcement --------------------------------------------------------------------------

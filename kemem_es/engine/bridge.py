@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import inspect
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
 import greenlet
@@ -169,6 +170,32 @@ class lazy(Generic[T]):
                     done.set()
                 return obj.__dict__[self.name]
             _wait_for(building)
+
+
+class KeyedLock:
+    """One holder at a time per key, for threads and async verbs alike. A plain lock held by an
+    async verb across an engine call would hang the event loop for the next verb that wants it;
+    waiters here wait the way ``lazy`` does (the loop keeps running). Not reentrant."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[Hashable, threading.Event] = {}
+
+    @contextlib.contextmanager
+    def hold(self, key: Hashable) -> Iterator[None]:
+        while True:
+            with self._lock:
+                busy = self._held.get(key)
+                if busy is None:
+                    mine = self._held[key] = threading.Event()
+                    break
+            _wait_for(busy)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._held[key]
+            mine.set()
 
 
 def _wait_for(event: threading.Event) -> None:

@@ -25,9 +25,13 @@ entity and attribute kind, where a high cosine is a restatement told in other wo
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+import numpy as np
 
 from kemem_es.engine.client import Engine, Search, engine_errors
 from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
@@ -159,3 +163,122 @@ def merged_changes(record: MemoryRecord, match: Match) -> dict[str, Any]:
     if record.session_id:
         changes["session_id"] = record.session_id
     return changes
+
+
+@dataclass
+class _Written:
+    expires: float  # time.monotonic()
+    vector: np.ndarray
+    source: dict[str, Any]
+
+
+class RecentWrites:
+    """What this process wrote in the last ``ttl_s`` seconds, per (scope, kind), for dedup.
+
+    The engine's k-NN search sees a write only after its next refresh (a second by default,
+    longer on a busy or an idle shard). So two near-duplicates added back to back, or by two
+    requests at once, each found no match, and both were added. ``MemoryService`` compares a new
+    fact with these writes as well as with the engine's nearest memory, and the writes of one
+    scope and kind take turns (a ``KeyedLock``). Another process's writes are seen after the
+    refresh, as before. Bounded: past ``max_entries`` nothing more is remembered until entries
+    expire (dedup then relies on the engine alone)."""
+
+    def __init__(self, ttl_s: float, max_entries: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._by: dict[tuple[Scope, MemoryKind], dict[str, _Written]] = {}
+        self._count = 0
+
+    def remember(
+        self,
+        scope: Scope,
+        kind: MemoryKind,
+        memory_id: str,
+        source: dict[str, Any],
+        vector: Sequence[float] | np.ndarray | None,
+    ) -> None:
+        """A memory as just written. Without a vector (its text did not change) only an entry
+        already held gets the new source."""
+        if self.ttl_s <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            entries = self._entries(scope, kind, now)
+            held = entries.get(memory_id)
+            if vector is None:
+                if held is not None:
+                    held.source = dict(source)
+                return
+            if held is None and self._count >= self.max_entries:
+                self._prune_all(now)
+                if self._count >= self.max_entries:
+                    return
+            if held is None:
+                self._count += 1
+            vec = np.asarray(vector, dtype=np.float32)
+            entries[memory_id] = _Written(now + self.ttl_s, vec, dict(source))
+            self._by[(scope, kind)] = entries
+
+    def forget(
+        self, scope: Scope, kind: MemoryKind | None = None, memory_id: str | None = None
+    ) -> None:
+        """Deleted memories (one id, or all of a scope's) are no dedup candidates."""
+        with self._lock:
+            for key in [k for k in self._by if k[0] == scope and kind in (None, k[1])]:
+                entries = self._by[key]
+                if memory_id is None:
+                    self._count -= len(entries)
+                    del self._by[key]
+                elif entries.pop(memory_id, None) is not None:
+                    self._count -= 1
+
+    def nearest(
+        self,
+        scope: Scope,
+        kind: MemoryKind,
+        record: MemoryRecord,
+        vector: Sequence[float] | np.ndarray,
+    ) -> Match | None:
+        """The closest of this scope's recent writes, compared as the engine's search would
+        (for entities: the same entity and entity kind only)."""
+        with self._lock:
+            entries = list(self._entries(scope, kind, time.monotonic()).items())
+        if not entries:
+            return None
+        v = np.asarray(vector, dtype=np.float32)
+        best: Match | None = None
+        for memory_id, w in entries:
+            if isinstance(record, EntityRecord) and (
+                w.source.get("entity_name") != record.entity_name
+                or w.source.get("kind") != record.kind
+            ):
+                continue
+            norm = float(np.linalg.norm(v) * np.linalg.norm(w.vector)) or 1.0
+            cosine = float(v @ w.vector) / norm
+            if best is None or cosine > best.similarity:
+                best = Match(memory_id, cosine, w.source)
+        return best
+
+    def _entries(self, scope: Scope, kind: MemoryKind, now: float) -> dict[str, _Written]:
+        entries = self._by.get((scope, kind), {})
+        for memory_id in [m for m, w in entries.items() if w.expires <= now]:
+            del entries[memory_id]
+            self._count -= 1
+        if not entries:
+            self._by.pop((scope, kind), None)
+        return entries
+
+    def _prune_all(self, now: float) -> None:
+        for scope, kind in list(self._by):
+            self._entries(scope, kind, now)
+
+
+def closer(found: Match | None, recent: Match | None) -> Match | None:
+    """The better dedup candidate of the engine's nearest memory and a recent write; for the
+    same memory, the recent write (the engine may still hold its older version)."""
+    if recent is None:
+        return found
+    if found is None or found.memory_id == recent.memory_id:
+        return recent
+    return recent if recent.similarity > found.similarity else found

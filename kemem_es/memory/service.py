@@ -13,9 +13,18 @@ from functools import cached_property
 from typing import Any
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.engine.bridge import KeyedLock
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput, KememError, NotFound
-from kemem_es.memory.dedup import Decision, Match, decide, merged_changes, nearest
+from kemem_es.memory.dedup import (
+    Decision,
+    Match,
+    RecentWrites,
+    closer,
+    decide,
+    merged_changes,
+    nearest,
+)
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MemoryKind
@@ -47,12 +56,17 @@ class MemoryService:
         writer: Callable[[], BulkWriter],
         dedup_threshold: float = 0.9,
         dedup_min_overlap: float = 0.6,
+        dedup_recent_s: float = 30.0,
     ) -> None:
         self.engine = engine
         self._writer = writer
         self.crud = Crud(engine)
         self.dedup_threshold = dedup_threshold
         self.dedup_min_overlap = dedup_min_overlap
+        # Dedup sees this process's writes before the engine's refresh does, and the adds of
+        # one scope and kind take turns, so two near-duplicates at once do not both get added.
+        self.recent = RecentWrites(dedup_recent_s)
+        self._turns = KeyedLock()
 
     @cached_property
     def writer(self) -> BulkWriter:
@@ -102,14 +116,15 @@ class MemoryService:
         checked = [self._validate(r, kind, scope) for r in records]
         results = []
         for c in checked:
-            for _ in range(RETRIES):
-                try:
-                    results.append(self._add_one(c, kind, refresh, actor, dedup, said_now))
-                    break
-                except ConcurrentChange:
-                    continue
-            else:
-                raise KememError(f"memory {c.memory_id!r} kept changing under us; try again")
+            with self._turns.hold((c.scope, kind)):
+                for _ in range(RETRIES):
+                    try:
+                        results.append(self._add_one(c, kind, refresh, actor, dedup, said_now))
+                        break
+                    except ConcurrentChange:
+                        continue
+                else:
+                    raise KememError(f"memory {c.memory_id!r} kept changing under us; try again")
         return results
 
     def _add_one(
@@ -129,8 +144,19 @@ class MemoryService:
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
         vector = self.writer.vectors([c.record])[0]
         if stored is None and dedup:
-            (match,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
+            (found,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
+            match = closer(found, self.recent.nearest(c.scope, kind, c.record, vector))
             decision = self._decide(c, match, kind)
+            if match is not None and decision == "NOOP":
+                # Before the new fact is dropped as a copy, make sure its match still exists:
+                # the engine's search shows a deleted memory until its next refresh, and a
+                # recent write may have been deleted since (a real-time get by id).
+                try:
+                    self.crud.fetch(c.scope, match.memory_id, kind)
+                except NotFound:
+                    self.recent.forget(c.scope, kind, match.memory_id)
+                    match = found if match is not found else None
+                    decision = self._decide(c, match, kind)
             if match is not None and decision == "NOOP":
                 self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
                 return AddResult(
@@ -142,13 +168,20 @@ class MemoryService:
                 )
             if match is not None and decision == "UPDATE":
                 changes = {**merged_changes(c.record, match), "vector": vector}
-                res = self.update(
-                    match.memory_id, changes, c.scope, kind, refresh, actor,
-                    reason="dedup", similarity=match.similarity,
-                )  # fmt: skip
-                return res.model_copy(
-                    update={"matched_id": match.memory_id, "similarity": round(match.similarity, 4)}
-                )
+                try:
+                    res = self.update(
+                        match.memory_id, changes, c.scope, kind, refresh, actor,
+                        reason="dedup", similarity=match.similarity,
+                    )  # fmt: skip
+                except NotFound:  # deleted since it was found (clean-up, another process)
+                    self.recent.forget(c.scope, kind, match.memory_id)
+                else:
+                    return res.model_copy(
+                        update={
+                            "matched_id": match.memory_id,
+                            "similarity": round(match.similarity, 4),
+                        }
+                    )
         self.writer.learn_names([c.record])
         doc = to_document(c.record, c.scope, self.writer.tokenizer, c.memory_id)
         doc["content_hash"] = h
@@ -156,12 +189,14 @@ class MemoryService:
         if stored is None:
             entry = history.entry(c.scope, c.memory_id, kind, "ADD", actor, new=doc)
             self.crud.create(c.scope, kind, c.memory_id, doc, entry, refresh)
+            self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
             return AddResult(id=c.memory_id, event="ADD", memory=to_memory(doc, kind))
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})
         if "strength" not in c.record.model_fields_set:
             doc["strength"] = stored.source.get("strength", 0.0)
         entry = history.entry(c.scope, c.memory_id, kind, "UPDATE", actor, stored.source, doc)
         self.crud.replace(c.scope, stored, doc, entry, refresh)
+        self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
         return AddResult(
             id=c.memory_id,
             event="UPDATE",
@@ -307,8 +342,10 @@ class MemoryService:
         doc = to_document(c.record, scope, self.writer.tokenizer, stored.memory_id)
         doc["content_hash"] = content_hash(c.record, self.writer.embedder.name)
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
+        vector = None
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):
-            doc.update(vector_fields(kind, self.writer.vectors([c.record])[0]))
+            vector = self.writer.vectors([c.record])[0]
+            doc.update(vector_fields(kind, vector))
         for f in LIFECYCLE_FIELDS:
             doc.pop(f, None)
         if "strength" not in changes:
@@ -325,6 +362,7 @@ class MemoryService:
         )  # fmt: skip
         self.crud.patch(scope, stored, doc, entry, refresh)
         after = {**stored.source, **{k: v for k, v in doc.items() if v is not None}}
+        self.recent.remember(scope, kind, stored.memory_id, after, vector)
         return AddResult(
             id=stored.memory_id,
             event="UPDATE",
@@ -346,6 +384,7 @@ class MemoryService:
                 self.crud.delete(scope, stored, actor, refresh)
             except ConcurrentChange:
                 continue
+            self.recent.forget(scope, stored.kind, stored.memory_id)
             return to_memory(stored.source, stored.kind)
         raise KememError(f"memory {memory_id!r} kept changing under us; try again")
 
@@ -359,7 +398,9 @@ class MemoryService:
     ) -> int:
         """Delete a scope's memories (those matching ``filters``). ``forget`` also strips the
         scope's history of its texts (the right to be forgotten)."""
-        return self.crud.delete_scope(scope, filters, kind, actor, keep_text_in_history=not forget)
+        n = self.crud.delete_scope(scope, filters, kind, actor, keep_text_in_history=not forget)
+        self.recent.forget(scope, kind)
+        return n
 
     def count(
         self,
