@@ -206,9 +206,10 @@ class RecentWrites:
         with self._lock:
             entries = self._entries(scope, kind, now)
             held = entries.get(memory_id)
+            light = _light(source)
             if vector is None:
                 if held is not None:
-                    held.source = dict(source)
+                    held.source = light
                 return
             if held is None and self._count >= self.max_entries:
                 self._prune_all(now)
@@ -217,7 +218,7 @@ class RecentWrites:
             if held is None:
                 self._count += 1
             vec = np.asarray(vector, dtype=np.float32)
-            entries[memory_id] = _Written(now + self.ttl_s, vec, dict(source))
+            entries[memory_id] = _Written(now + self.ttl_s, vec, light)
             self._by[(scope, kind)] = entries
 
     def forget(
@@ -272,6 +273,12 @@ class RecentWrites:
     def _prune_all(self, now: float) -> None:
         for scope, kind in list(self._by):
             self._entries(scope, kind, now)
+
+
+def _light(source: dict[str, Any]) -> dict[str, Any]:
+    """A document as a read returns it: without the vector, its code and the token copies."""
+    heavy = {f for f in HEAVY_FIELDS if not f.startswith("*")}
+    return {k: v for k, v in source.items() if k not in heavy and not k.endswith("_tok")}
 
 
 def closer(found: Match | None, recent: Match | None) -> Match | None:
