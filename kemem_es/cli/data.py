@@ -123,8 +123,8 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
 
 def index(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL, one record a line"),
-    kind: MemoryKind = typer.Option(..., "--kind", help="events | entities"),
-    db: Database = typer.Option("user", "--db", help="user | official"),
+    kind: MemoryKind = typer.Option(..., "--kind", help="what the file holds"),
+    db: Database = typer.Option("user", "--db", help="the database"),
     skip_invalid: bool = typer.Option(
         False, "--skip-invalid", help="index the valid records and report the rest"
     ),

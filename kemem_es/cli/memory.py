@@ -25,10 +25,8 @@ memory_app = typer.Typer(
 
 User = Annotated[str | None, typer.Option("--user", help="user_id (required for --db user)")]
 Agent = Annotated[str, typer.Option("--agent", help="agent_id")]
-Db = Annotated[Database, typer.Option("--db", help="user | official")]
-Kind = Annotated[
-    MemoryKind | None, typer.Option("--kind", help="events | entities (default: both)")
-]
+Db = Annotated[Database, typer.Option("--db", help="the database")]
+Kind = Annotated[MemoryKind | None, typer.Option("--kind", help="default: both")]
 Json = Annotated[bool, typer.Option("--json", help="JSON output")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask before deleting")]
 Filter = Annotated[
@@ -89,7 +87,9 @@ def add(
     text: Annotated[str | None, typer.Argument(help="the text to remember (an event)")] = None,
     user: User = None,
     db: Db = "user",
-    kind: Annotated[MemoryKind, typer.Option("--kind", help="events | entities")] = "events",
+    kind: Annotated[
+        MemoryKind, typer.Option("--kind", help="what the text or record is")
+    ] = "events",
     record: Annotated[
         str | None, typer.Option("--record", help="a whole record as JSON instead of TEXT")
     ] = None,
