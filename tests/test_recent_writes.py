@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -122,3 +123,27 @@ def test_a_keyed_lock_does_not_hang_an_event_loop() -> None:
 
     assert asyncio.run(asyncio.wait_for(main(), 5)) == ["x", "y"]
     assert order in (["x in", "x out", "y in", "y out"], ["y in", "y out", "x in", "x out"])
+
+
+def test_a_cancelled_async_verb_gives_its_key_back() -> None:
+    """A request cancelled while it holds a scope's turn (client gone, a timeout) must not
+    leave that scope's later adds waiting forever."""
+    from kemem_es.engine.bridge import Bridge, await_here
+
+    lock = KeyedLock()
+
+    def slow() -> None:
+        with lock.hold("k"):
+            await_here(asyncio.sleep(10))
+
+    def quick() -> str:
+        with lock.hold("k"):
+            return "in"
+
+    async def main() -> str:
+        bridge = Bridge()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(bridge.run(slow), 0.05)
+        return await asyncio.wait_for(bridge.run(quick), 2)
+
+    assert asyncio.run(main()) == "in"
