@@ -45,6 +45,13 @@ class Settings(BaseSettings):
         "the engine is down or slow, instead of raising",
     )
     es_max_retries: int = Field(default=1, ge=0, le=5, description="on a dropped connection only")
+    es_pool_size: int = Field(
+        default=16,
+        ge=1,
+        le=1024,
+        description="connections kept open to the engine, for requests made at once (threads, "
+        "the reinforcement flusher, async verbs)",
+    )
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
     index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     vector_quantization: Literal["none", "int8"] = Field(

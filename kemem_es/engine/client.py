@@ -497,6 +497,10 @@ def _opensearch_client(settings: Settings, asynchronous: bool = False) -> Any:
     # One retry on a dropped connection; a timeout is not retried (it would double the wait).
     kw["max_retries"] = settings.es_max_retries
     kw["retry_on_timeout"] = False
+    # urllib3 keeps one connection by default: any second request at once (another thread,
+    # the reinforcement flusher) opened a new connection and threw it away after, a TCP (and
+    # TLS) handshake each time. aiohttp's connector takes the same bound as ``maxsize``.
+    kw["pool_maxsize" if not asynchronous else "maxsize"] = settings.es_pool_size
     from kemem_es.engine.serialize import serializer
 
     return client(hosts=[settings.url], serializer=serializer(), **kw)
@@ -510,6 +514,7 @@ def _elasticsearch_client(settings: Settings, asynchronous: bool = False) -> Any
         settings.url,
         max_retries=settings.es_max_retries,
         retry_on_timeout=False,
+        connections_per_node=settings.es_pool_size,
         **_auth_kwargs(settings),
     )
 
