@@ -216,6 +216,10 @@ def test_filters_apply_to_search_and_delete_all(filtered) -> None:
         ({"strength": {"gt": "high"}}, "expects a number"),
         ({"place": {"in": "画廊"}}, "expects a non-empty list"),
         ({"or": {}}, "non-empty list"),
+        # NaN compares with nothing, yet the engine matched every memory with it
+        ({"strength": {"gte": float("nan")}}, "expects a finite number"),
+        ({"metadata.n": {"gt": float("inf")}}, "expects a finite number"),
+        ({"metadata.n": {"in": [float("nan")]}}, "expects a finite number"),
     ],
 )
 def test_bad_filters_are_named(filtered, filters: dict, message: str) -> None:

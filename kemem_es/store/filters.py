@@ -17,6 +17,7 @@ value of the wrong type, is an InvalidInput naming it; nothing is silently ignor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -115,6 +116,8 @@ def _check_value(ftype: FieldType, value: Any, where: str) -> Any:
     if ftype == "number":
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _bad(where, f"expects a number, got {type(value).__name__}")
+        if not math.isfinite(value):  # NaN compares with nothing, yet the engine matched all
+            raise _bad(where, f"expects a finite number, got {value}")
         return value
     try:
         return str(parse_time(value)).replace(" ", "T")
@@ -163,6 +166,8 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
         v = values[0]
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             raise _bad(where, "expects a number or a date")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _bad(where, f"expects a finite number, got {v}")
         sub = "num" if not isinstance(v, str) else ("date" if is_date_text(v) else "kw")
         cond: dict[str, Any] = {"range": {f"meta.{sub}": {op: v}}}
     else:
@@ -171,6 +176,8 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
             if isinstance(v, bool):
                 by_field.setdefault("meta.bool", []).append(v)
             elif isinstance(v, int | float):
+                if not math.isfinite(v):
+                    raise _bad(where, f"expects a finite number, got {v}")
                 by_field.setdefault("meta.num", []).append(v)
             elif isinstance(v, str):
                 by_field.setdefault("meta.kw", []).append(v)
