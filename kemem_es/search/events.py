@@ -344,16 +344,18 @@ def two_stage_body(
     proximity: Sequence[dict[str, Any]] = (),
     size: int | None = None,
 ) -> dict[str, Any]:
-    """Keywords + time (+ strength) rank the whole scope without the vector; the engine's
-    rescore then adds the semantic term to the top ``two_stage_window`` only (``approx`` is
-    moot: stage one is already cheap). With a window (20) well below a typical scope (50–100
-    memories), a memory the keywords miss can never surface: that is what sets it apart from
-    fusion. Scores outside the window lack the vector term (calibrated, they read 0)."""
+    """Keywords choose the candidates: a memory must share a word with the query (as in bm25),
+    and keywords + time (+ strength) rank them without the vector; the engine's rescore then
+    adds the semantic term to the top ``two_stage_window`` only (``approx`` is moot: stage one
+    is already cheap). A memory the keywords miss never surfaces, in a scope of any size: that
+    is what sets it apart from fusion (without the requirement, a scope no larger than the
+    window gave fusion's own list). Scores outside the window lack the vector term
+    (calibrated, they read 0)."""
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(
         engine, db, params, clauses, vector, now, False, weights=stage1, size=size,
-        proximity=proximity,
+        proximity=proximity, require_keyword=True,
     )  # fmt: skip
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit, size or 0),
