@@ -18,6 +18,7 @@ from kemem_es.memory.dedup import Match, decide, word_overlap
 from kemem_es.memory.hooks import HookError, Rejected
 from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.store.layout import index_alias
+from kemem_es.store.scope import Scope
 
 A = {"agent_id": "qiyu", "user_id": "u_a"}
 B = {"agent_id": "qiyu", "user_id": "u_b"}
@@ -224,6 +225,91 @@ def test_near_duplicates_added_back_to_back_or_at_once_merge(kemem) -> None:
     assert kemem.add("木木超级喜欢吃螺蛳粉", **A)[0].event == "ADD"
 
 
+@pytest.mark.engine
+def test_words_said_again_keep_what_the_memory_gathered(kemem) -> None:
+    """The first words of a memory said again after a merge fold in like a dedup UPDATE:
+    created_at, metadata and session survive; said again unchanged, they are a NOOP."""
+    kemem.init()
+    first = kemem.add("木木喜欢吃螺蛳粉", **A, metadata={"mood": "happy"}, session_id="s1")[0]
+    merged = kemem.add("木木特别喜欢吃螺蛳粉", **A, metadata={"x": 1})[0]
+    assert (merged.event, merged.id) == ("UPDATE", first.id)
+    again = kemem.add("木木喜欢吃螺蛳粉", **A)[0]
+    assert (again.event, again.id) == ("UPDATE", first.id)
+    m = kemem.get(first.id, **A)
+    assert m.text == "木木喜欢吃螺蛳粉"
+    assert (m.metadata, m.session_id) == ({"mood": "happy", "x": 1}, "s1")
+    assert m.created_at == first.memory.created_at
+    assert kemem.add("木木喜欢吃螺蛳粉", **A)[0].event == "NOOP"
+    assert kemem.add("木木喜欢吃螺蛳粉", **A, session_id="s1")[0].event == "NOOP"
+    assert kemem.history(first.id, **A)[1].matched_id == first.id  # the dedup merge names it
+
+
+@pytest.mark.engine
+def test_a_fact_is_not_dropped_for_a_memory_another_process_deleted(kemem) -> None:
+    from kemem_es import Kemem
+
+    kemem.init()
+    other = Kemem(kemem.settings)
+    other.embedder = kemem.embedder
+    try:
+        r = kemem.add("木木养了一只猫叫年糕", **A, refresh=True)[0]
+        other.delete(r.id, **A)  # no refresh: the engine's search still shows it
+        again = kemem.add("木木养了一只猫叫年糕", **A)[0]
+        assert again.event == "ADD"
+        assert kemem.get(again.id, **A).text == "木木养了一只猫叫年糕"
+    finally:
+        other.close()
+
+
+@pytest.mark.engine
+def test_a_record_with_its_own_id_is_stored_under_it(kemem) -> None:
+    kemem.init()
+    kemem.add({"id": "order-1", "description": "用户下单购买了两台笔记本电脑",
+               "created_at": "2025-05-01"}, **A, refresh=True)  # fmt: skip
+    r = kemem.add({"id": "order-3", "description": "用户下单购买了两台笔记本电脑。",
+                   "created_at": "2025-05-03"}, **A)[0]  # fmt: skip
+    assert (r.event, r.id) == ("ADD", "order-3")
+    assert kemem.get("order-1", **A).text == "用户下单购买了两台笔记本电脑"
+    # Without an id of its own, the same record is still folded into its copy.
+    same = {"description": "用户下单购买了两台笔记本电脑", "created_at": "2025-05-04"}
+    r = kemem.add(same, **A)[0]
+    assert r.event == "NOOP" and r.id in ("order-1", "order-3")
+
+
+@pytest.mark.engine
+def test_an_update_that_changes_nothing_is_a_noop(kemem) -> None:
+    kemem.init()
+    kemem.add({"id": "u1", "description": "木木去看海", "created_at": "2024-07-01",
+               "place": "厦门"}, **A, refresh=True)  # fmt: skip
+    before = kemem.get("u1", **A)
+    r = kemem.update("u1", {"description": "木木去看海", "place": "厦门"}, **A)
+    assert r.event == "NOOP"
+    assert kemem.get("u1", **A).strength == before.strength
+    assert [h.event for h in kemem.history("u1", **A)] == ["ADD", "NOOP"]
+    with pytest.raises(InvalidInput, match="created_at") as err:
+        kemem.update("u1", {"created_at": None}, **A)
+    assert err.value.field == "created_at"
+    assert kemem.update("u1", {"place": None}, **A).event == "UPDATE"  # None clears a field
+    after = kemem.get("u1", **A)
+    assert after.place in (None, "") and str(after.created_at).startswith("2024-07-01")
+
+
+@pytest.mark.engine
+def test_a_hook_cannot_move_a_memory_to_another_user(kemem) -> None:
+    kemem.init()
+
+    def move(record, ctx):
+        return {**record, "user_id": "u_b"}
+
+    kemem.hooks.before_write.append(move)
+    with pytest.raises(InvalidInput, match="moved out of the call's scope") as err:
+        kemem.add("木木喜欢吃螺蛳粉", **A)
+    assert err.value.field == "user_id"
+    kemem.hooks.before_write.clear()
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    assert kemem.count(**A) == kemem.count(**B) == 0
+
+
 # -- reinforcement --------------------------------------------------------------------------
 @pytest.mark.engine
 def test_concurrent_queries_reinforce_exactly(kemem) -> None:
@@ -418,9 +504,14 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
     ]  # fmt: skip
     kemem.index_records([{**r, **A} for r in rows], "events")
     kemem.index_records([{**r, **B} for r in rows], "events")
-    kemem.search("记忆", **A)  # A is active now; B never was
-    kemem.flush()
+    # Just imported: no one has been active yet, but memories written today are not inactive.
     reports = kemem.cleanup(cap=1000, inactive_days=30, min_capacity=5)
+    assert [(r.reason, r.deleted) for r in reports] == [("", 0), ("", 0)]
+    # Forty days on: A was active on day 35, B not since the import.
+    later = datetime.now(timezone.utc) + timedelta(days=40)
+    kemem.reinforcer.active(Scope.of(**A), later - timedelta(days=5))
+    kemem.flush()
+    reports = kemem.cleanup(cap=1000, inactive_days=30, min_capacity=5, now=later)
     by_user = {r.user_id: r for r in reports}
     assert (by_user["u_b"].reason, by_user["u_b"].deleted) == ("inactive", 7)
     assert by_user["u_a"].deleted == 0

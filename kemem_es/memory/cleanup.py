@@ -3,8 +3,8 @@
 For each user (agent + user) of the user database:
 
 - **cap**: at ``cap`` memories (20,000) or more, the weakest ``ratio`` (20%) are deleted;
-- **inactive**: a user with no query or add for ``inactive_days`` is trimmed to
-  ``min_capacity``, weakest first;
+- **inactive**: a user with no query or add for ``inactive_days``, and no memory written in
+  that time (an import), is trimmed to ``min_capacity``, weakest first;
 - each user is cleaned at most every ``interval_days``.
 
 "Weakest" orders by strength (which recalls and repetitions raise), then recall count, then the
@@ -141,6 +141,23 @@ def _users(engine: Engine, agent_id: str | None, user_id: str | None) -> Iterato
             return
 
 
+def _last_written(engine: Engine, scope: Scope) -> datetime | None:
+    """When the scope's newest memory was written (``indexed_at``): an import or an operator's
+    write is not the user's activity, but a user whose memories arrived yesterday is not
+    inactive either. Without it, the first clean-up after an import trimmed every imported user
+    (none of them has an activity record yet) to ``min_capacity``."""
+    prefix = engine.settings.index_prefix
+    indices = ",".join(index_alias(prefix, "user", k) for k in ("events", "entities"))
+    body = {
+        "size": 0,
+        "query": {"bool": {"filter": scope.filters()}},
+        "aggs": {"newest": {"max": {"field": "indexed_at"}}},
+    }
+    res = engine.search(indices, body, routing=scope.routing)
+    newest = res.get("aggregations", {}).get("newest", {}).get("value_as_string")
+    return parse_instant(newest)
+
+
 def _weakest(engine: Engine, scope: Scope, n: int) -> list[tuple[MemoryKind, dict[str, Any]]]:
     """The n weakest memories of a scope across events and entities, with their kind."""
     prefix = engine.settings.index_prefix
@@ -188,9 +205,10 @@ def cleanup(
             count = crud.count(scope)
             state = engine.get(users_alias(prefix), state_id(scope))
             src = (state or {}).get("_source", {})
+            seen = [parse_instant(src.get("last_active_at")), _last_written(engine, scope)]
             reason, n = plan(
                 count,
-                parse_instant(src.get("last_active_at")),
+                max((t for t in seen if t is not None), default=None),
                 parse_instant(src.get("last_cleanup_at")),
                 now,
                 policy,

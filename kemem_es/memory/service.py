@@ -27,7 +27,7 @@ from kemem_es.memory.dedup import (
 )
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
-from kemem_es.models import MemoryKind
+from kemem_es.models import MemoryKind, MemoryRecord
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import ConcurrentChange, Crud, Stored, page_of
@@ -47,6 +47,7 @@ from kemem_es.store.validation import Checked, validate_items
 RETRIES = 3
 DEDUP_CHUNK = 256
 FIXED_FIELDS = ("id", "agent_id", "user_id", "db")  # an update cannot move a memory
+TIME_FIELDS = ("created_at", "updatetime")
 
 
 class MemoryService:
@@ -86,6 +87,13 @@ class MemoryService:
         if problems:
             first = problems[0].removeprefix("memory: ")
             raise InvalidInput(f"invalid memory: {first}", problems, field=first.split(":", 1)[0])
+        if good[0].scope != scope:  # e.g. a before_write hook that rewrote user_id
+            moved = "agent_id" if good[0].scope.agent_id != scope.agent_id else "user_id"
+            raise InvalidInput(
+                f"{moved}: the record was moved out of the call's scope ({scope.agent_id!r}, "
+                f"{scope.user_id!r}); a memory is written where it was asked to be",
+                field=moved,
+            )
         return good[0]
 
     # -- add ------------------------------------------------------------------------------
@@ -139,9 +147,18 @@ class MemoryService:
             stored: Stored | None = self.crud.fetch(c.scope, c.memory_id, kind)
         except NotFound:
             stored = None
-        if stored and (self._hash(stored) == h or (said_now and _same_words(c, stored))):
+        if stored and (self._hash(stored) == h or (said_now and _said_again(c, stored))):
             self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
+        if stored and said_now:
+            # The words that first made this memory, said again after it changed (a dedup merge
+            # or an update): the newer statement folds in as a dedup UPDATE would; created_at,
+            # metadata and session stay unless the call brings new ones.
+            again = Match(stored.memory_id, 1.0, stored.source)
+            return self.update(
+                stored.memory_id, merged_changes(c.record, again), c.scope, kind, refresh,
+                actor, reason="said again",
+            )  # fmt: skip
         vector = self.writer.vectors([c.record])[0]
         if stored is None and dedup:
             (found,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
@@ -151,12 +168,7 @@ class MemoryService:
                 # Before the new fact is dropped as a copy, make sure its match still exists:
                 # the engine's search shows a deleted memory until its next refresh, and a
                 # recent write may have been deleted since (a real-time get by id).
-                try:
-                    self.crud.fetch(c.scope, match.memory_id, kind)
-                except NotFound:
-                    self.recent.forget(c.scope, kind, match.memory_id)
-                    match = found if match is not found else None
-                    decision = self._decide(c, match, kind)
+                match, decision = self._existing_match(c, kind, match, found)
             if match is not None and decision == "NOOP":
                 self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
                 return AddResult(
@@ -203,6 +215,26 @@ class MemoryService:
             memory=to_memory(doc, kind),
             previous=stored.source.get("description"),
         )
+
+    def _existing_match(
+        self, c: Checked, kind: MemoryKind, match: Match, found: Match | None
+    ) -> tuple[Match | None, Decision]:
+        """The NOOP's match, read by id (real time): the engine's search shows a deleted memory
+        until its next refresh, and a recent write may have been deleted since. When it is
+        gone, the engine's own hit is the next candidate, unless it is that same memory (then
+        there is none, and the fact is added)."""
+        candidates = [match] + [f for f in (found,) if f and f.memory_id != match.memory_id]
+        for cand in candidates:
+            decision = self._decide(c, cand, kind)
+            if decision != "NOOP":
+                return cand, decision
+            try:
+                self.crud.fetch(c.scope, cand.memory_id, kind)
+            except NotFound:
+                self.recent.forget(c.scope, kind, cand.memory_id)
+                continue
+            return cand, decision
+        return None, self._decide(c, None, kind)
 
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
@@ -314,6 +346,9 @@ class MemoryService:
                     f"{name}: a memory's id and scope cannot change (add it anew instead)",
                     field=name,
                 )
+        for name in TIME_FIELDS:  # None clears a field; a memory's times cannot be cleared
+            if name in changes and changes[name] is None:
+                raise InvalidInput(f"{name}: cannot be removed (give a date)", field=name)
         for _ in range(RETRIES):
             stored = self.crud.fetch(scope, memory_id, kind)
             try:
@@ -335,13 +370,21 @@ class MemoryService:
         kind = stored.kind
         now = datetime.now().astimezone()
         merged = stored_record_data(stored.source, kind) | changes
+        merged = {k: v for k, v in merged.items() if v is not None}
         if "updatetime" not in changes:
             merged["updatetime"] = now
         c = self._validate(merged, kind, scope)
+        old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
+        if not {"updatetime", "strength", "vector"} & changes.keys() and _same_record(
+            c.record, old_record
+        ):  # nothing would change but the time: not a change, and no strength for it
+            self._noop(scope, stored.memory_id, kind, actor, reason="unchanged")
+            return AddResult(
+                id=stored.memory_id, event="NOOP", memory=to_memory(stored.source, kind)
+            )
         self.writer.learn_names([c.record])
         doc = to_document(c.record, scope, self.writer.tokenizer, stored.memory_id)
         doc["content_hash"] = content_hash(c.record, self.writer.embedder.name)
-        old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
         vector = None
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):
             vector = self.writer.vectors([c.record])[0]
@@ -359,9 +402,10 @@ class MemoryService:
         entry = history.entry(
             scope, stored.memory_id, kind, "UPDATE", actor, stored.source, doc, reason=reason,
             similarity=None if similarity is None else round(similarity, 4),
+            matched_id=stored.memory_id if similarity is not None else None,
         )  # fmt: skip
         self.crud.patch(scope, stored, doc, entry, refresh)
-        after = {**stored.source, **{k: v for k, v in doc.items() if v is not None}}
+        after = {k: v for k, v in {**stored.source, **doc}.items() if v is not None}
         self.recent.remember(scope, kind, stored.memory_id, after, vector)
         return AddResult(
             id=stored.memory_id,
@@ -411,10 +455,16 @@ class MemoryService:
         return self.crud.count(scope, filters, kind)
 
 
-def _same_words(c: Checked, stored: Stored) -> bool:
-    src = stored.source
+def _same_record(new: MemoryRecord, old: MemoryRecord) -> bool:
+    return new.model_dump(exclude={"updatetime"}) == old.model_dump(exclude={"updatetime"})
+
+
+def _said_again(c: Checked, stored: Stored) -> bool:
+    """The memory's own words, with nothing new: a session or metadata the call does not give
+    is not a change (the text alone says nothing about them)."""
+    src, rec = stored.source, c.record
     return (
-        src.get("description") == c.record.description
-        and src.get("session_id") == c.record.session_id
-        and (src.get("metadata") or {}) == c.record.metadata
+        src.get("description") == rec.description
+        and (rec.session_id is None or src.get("session_id") == rec.session_id)
+        and all((src.get("metadata") or {}).get(k) == v for k, v in rec.metadata.items())
     )

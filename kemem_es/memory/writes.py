@@ -107,7 +107,10 @@ class WritePaths:
             self.memories.validate(record, kind, scope)
         out: list[AddResult] = []
         for kind, record, said_now in prepared:
-            out += self.memories.add_records([record], scope, kind, refresh, "api", dedup, said_now)
+            # A record with the caller's own id is stored under that id, never folded into
+            # another memory: the caller will look it up by that id.
+            fold = dedup and (said_now or not record.get("id"))
+            out += self.memories.add_records([record], scope, kind, refresh, "api", fold, said_now)
         return out
 
     def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:

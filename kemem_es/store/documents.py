@@ -190,7 +190,7 @@ def to_record_data(source: dict[str, Any], kind: MemoryKind) -> dict[str, Any]:
 
 
 def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
-    """A stored document as the caller sees it."""
+    """A stored document as the caller sees it (a field an update cleared is stored as null)."""
     common = {
         "id": source.get(ID_FIELD, ""),
         "kind": kind,
@@ -210,10 +210,10 @@ def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
     if kind == "events":
         return Memory(
             **common,
-            deepinsight=source.get("deepinsight", ""),
-            keywords=source.get("keywords", []),
-            place=source.get("place", ""),
-            scene=source.get("scene", ""),
+            deepinsight=source.get("deepinsight") or "",
+            keywords=source.get("keywords") or [],
+            place=source.get("place") or "",
+            scene=source.get("scene") or "",
             created_at=source.get("created_at"),
         )
     return Memory(
