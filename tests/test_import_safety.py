@@ -274,6 +274,15 @@ def test_cli_memory_commands_and_confirmations(kemem, tmp_path) -> None:
     assert [h["event"] for h in json.loads(proc.stdout)] == ["ADD", "UPDATE"]
     proc = _cli(kemem, "memory", "list", *scope, "--filter", "{bad json")
     assert proc.returncode == 2 and "--filter: not valid JSON" in proc.stderr
+    # TEXT and a JSON option together, or a JSON option that is not an object: refused.
+    for args, message in (
+        (("add", "木木", "--record", '{"description": "x"}'), "not both"),
+        (("update", "c1", "新的", "--data", '{"place": "家"}'), "not both"),
+        (("add", "--record", '"木木今天去爬山了"'), "--record: a JSON object, not str"),
+        (("update", "c1", "--data", "[1]"), "--data: a JSON object, not list"),
+    ):
+        proc = _cli(kemem, "memory", *args, *scope)
+        assert proc.returncode == 2 and message in proc.stderr, (args, proc.stderr)
 
     # A database or kind outside the two known is refused by the parser, before anything runs.
     proc = _cli(kemem, "memory", "delete-all", *scope, "--db", "shared", "--yes")

@@ -52,6 +52,14 @@ def _parse_json(text: str | None, option: str) -> Any:
         raise InvalidInput(f"{option}: not valid JSON ({exc.msg})", field=option) from None
 
 
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    """A record or a set of fields: a JSON object (a JSON string is not a record)."""
+    value = _parse_json(text, option)
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{option}: a JSON object, not {type(value).__name__}", field=option)
+    return value
+
+
 class _ScopeArgs(TypedDict):
     user_id: str | None
     agent_id: str
@@ -104,7 +112,9 @@ def add(
     """Remember a text (as an event, or what --infer extracts) or a record; prints each id
     and what happened (ADD / UPDATE / NOOP)."""
     with guarded():
-        data = _parse_json(record, "--record") if record else text
+        if record is not None and text is not None:
+            raise InvalidInput("give TEXT or --record, not both", field="text")
+        data = _json_object(record, "--record") if record is not None else text
         if data is None:
             raise InvalidInput("give TEXT or --record", field="text")
         results = Kemem(model_dir=model_dir).add(
@@ -184,7 +194,9 @@ def update(
 ) -> None:
     """Change a memory's text or some of its fields (the rest stays)."""
     with guarded():
-        changes = _parse_json(data, "--data") if data else text
+        if data is not None and text is not None:
+            raise InvalidInput("give the new TEXT or --data, not both", field="text")
+        changes = _json_object(data, "--data") if data is not None else text
         if changes is None:
             raise InvalidInput("give the new TEXT or --data", field="text")
         r = Kemem().update(
