@@ -373,6 +373,10 @@ class Kemem:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
         score threshold); other options as in ``query``. Unknown options raise."""
         if threshold is not None:
+            if "score_threshold" in options:
+                raise InvalidInput(
+                    "threshold: give threshold or score_threshold, not both", field="threshold"
+                )
             options["score_threshold"] = threshold
         return self.query(
             query,

@@ -291,6 +291,7 @@ def test_scope_is_required_and_unknown_options_raise(kemem) -> None:
             lambda: kemem.get_all(**A, kind="x"),
         ],
         "text": [lambda: kemem.query(None, **A)],
+        "threshold": [lambda: kemem.search("胃疼", **A, threshold=0.3, score_threshold=0.6)],
         "metadata": [lambda: kemem.add("木木胃疼", **A, metadata=["a"])],
         "user_id": [lambda: kemem.add("木木胃疼", agent_id="qiyu", user_id=7)],
     }
