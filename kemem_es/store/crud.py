@@ -34,6 +34,8 @@ from kemem_es.store.scope import Scope, checked_id
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
 DELETE_PAGE = 500
+# Top-level fields replaced whole; fixed source (compiled once), the values only in params.
+PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
 
 
 @dataclass(frozen=True)
@@ -179,9 +181,12 @@ class Crud:
         refresh: bool,
     ) -> None:  # fmt: skip
         """A partial update of the version that was read: fields not in ``doc`` (the vector,
-        recall counts) stay as they are; fields set to None are cleared."""
+        recall counts) stay as they are; fields set to None are cleared. Each given field
+        replaces its old value whole: a partial ``doc`` would merge objects key by key, so
+        ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
-        self._bulk_one([action, {"doc": doc}], entry, refresh)
+        script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
+        self._bulk_one([action, {"script": script}], entry, refresh)
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],
