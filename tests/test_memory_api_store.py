@@ -1,9 +1,10 @@
-"""The store's edges on the real engine: metadata replaced by an update."""
+"""The store's edges on the real engine: metadata replaced by an update, the newest history."""
 
 from __future__ import annotations
 
 import pytest
 
+from kemem_es.errors import InvalidInput
 from kemem_es.store import history
 from kemem_es.store.crud import ConcurrentChange
 from kemem_es.store.scope import Scope
@@ -55,3 +56,40 @@ def test_a_patch_of_a_stale_version_is_refused(kemem) -> None:
     with pytest.raises(ConcurrentChange):
         kemem.memories.crud.patch(scope, stale, {"place": "公司"}, entry, refresh=False)
     assert kemem.get("m1", **A).place == "家"
+
+
+def test_history_returns_the_newest_entries_oldest_first(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    scope = Scope.of(**A)
+    noops = [history.entry(scope, "m1", "events", "NOOP", "api") for _ in range(1100)]
+    kemem.engine.bulk(history.bulk_lines(kemem.settings.index_prefix, noops))
+    kemem.update("m1", "木木在画廊加班到凌晨两点", **A)
+    kemem.delete("m1", **A)
+
+    entries = kemem.history("m1", **A)
+    assert len(entries) == 1000
+    assert [e.event for e in entries[-2:]] == ["UPDATE", "DELETE"]
+    assert [e.at for e in entries] == sorted(e.at for e in entries)
+    assert [e.event for e in kemem.history("m1", **A, limit=3)] == ["NOOP", "UPDATE", "DELETE"]
+    assert len(kemem.history("m1", **A, limit=2000)) == 1103  # ADD, 1100 NOOP, UPDATE, DELETE
+    for bad in (0, -1, 10_001, "5", True):
+        with pytest.raises(InvalidInput) as exc:
+            kemem.history("m1", **A, limit=bad)
+        assert exc.value.field == "limit"
+
+
+def test_history_limit_over_http(kemem) -> None:
+    from test_server import client, error_of
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    kemem.update("m1", "木木在画廊加班到凌晨两点", **A)
+    c = client(kemem)
+    url = "/v1/memories/m1/history"
+    assert [h["event"] for h in c.get(url, params=A).json()["results"]] == ["ADD", "UPDATE"]
+    assert [h["event"] for h in c.get(url, params={**A, "limit": 1}).json()["results"]] == [
+        "UPDATE"
+    ]
+    for bad in (0, 10_001):
+        assert error_of(c.get(url, params={**A, "limit": bad}), 422)["field"] == "limit"

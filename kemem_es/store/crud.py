@@ -145,15 +145,21 @@ class Crud:
                 self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
             )
 
-    def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
+    def history(
+        self, scope: Scope, memory_id: str, limit: int = history.LIMIT
+    ) -> list[HistoryEntry]:
+        """The newest ``limit`` changes of a memory, oldest first."""
         memory_id = checked_id(memory_id, "memory_id")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidInput(f"limit: must be a whole number, not {limit!r}", field="limit")
+        if not 1 <= limit <= history.LIMIT_MAX:
+            raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
+        body = history.query(scope, memory_id, limit)
         with engine_errors("reading history"):
             # History is read rarely and right after changes: make every entry visible first.
             self.engine.refresh(history_alias(self.prefix))
-            resp = self.engine.search(history_alias(self.prefix), history.query(scope, memory_id))
-        return [
-            history.to_entry(h["_source"]) for h in resp["hits"]["hits"] if scope.owns(h["_source"])
-        ]
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
