@@ -1,4 +1,5 @@
-"""The store's edges on the real engine: metadata replaced by an update, the newest history."""
+"""The store's edges on the real engine: metadata replaced by an update, the newest history,
+forgetting what was deleted (by kind, by filter)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,15 @@ from kemem_es.store.scope import Scope
 pytestmark = pytest.mark.engine
 
 A = {"agent_id": "qiyu", "user_id": "u_a"}
+B = {"agent_id": "qiyu", "user_id": "u_b"}
+ENTITY = {
+    "id": "e1",
+    "entity_name": "木木",
+    "entity_type": "客体",
+    "kind": "用户属性",
+    "description": "木木喜欢蓝玫瑰",
+    "updatetime": "2025-01-01 10:00:00",
+}
 
 
 def _event(i: int, **extra: object) -> dict:
@@ -93,3 +103,32 @@ def test_history_limit_over_http(kemem) -> None:
     ]
     for bad in (0, 10_001):
         assert error_of(c.get(url, params={**A, "limit": bad}), 422)["field"] == "limit"
+
+
+def test_forgetting_one_kind_keeps_the_other_kinds_history(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    kemem.index_records([{**A, **ENTITY}], "entities")
+    assert kemem.delete_all(**A, kind="events", forget=True) == 1
+    assert [e.event for e in kemem.history("m1", **A)] == ["FORGET"]
+    (added,) = kemem.history("e1", **A)  # the entity still exists, and so does its history
+    assert (added.event, added.new_text) == ("ADD", "木木喜欢蓝玫瑰")
+
+
+def test_forgetting_by_filter_strips_exactly_the_deleted_memories(kemem) -> None:
+    kemem.init()
+    kemem.index_records(
+        [
+            {**A, **_event(1, metadata={"mood": "happy"})},
+            {**A, **_event(2, metadata={"mood": "sad"})},
+        ],
+        "events",
+    )
+    kemem.index_records([{**B, **_event(1, metadata={"mood": "happy"})}], "events")
+    kemem.update("m1", "一个秘密", **A)
+    assert kemem.delete_all(**A, filters={"metadata.mood": "happy"}, forget=True) == 1
+    entries = kemem.history("m1", **A)
+    assert [e.event for e in entries] == ["FORGET"]
+    assert entries[0].old_text is None and entries[0].new_text is None
+    assert kemem.history("m2", **A)[0].new_text  # not deleted: its history is kept
+    assert kemem.history("m1", **B)[0].new_text  # another user's: untouched

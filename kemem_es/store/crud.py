@@ -34,6 +34,7 @@ from kemem_es.store.scope import Scope, checked_id
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
 DELETE_PAGE = 500
+FORGET_IDS = 5000  # memory ids per history delete (well under the engine's terms limit)
 # Top-level fields replaced whole; fixed source (compiled once), the values only in params.
 PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
 
@@ -230,18 +231,20 @@ class Crud:
     ) -> int:
         """Delete every memory of the scope matching the filters, page by page, each recorded
         in history (without its text when ``keep_text_in_history`` is False: forgetting a
-        user should not leave their words behind in the history)."""
-        deleted = 0
+        user should not leave their words behind in the history). Forgetting strips the texts
+        of the scope's whole history of that kind, or with filters, of exactly the memories
+        deleted here: those that still exist keep theirs."""
+        deleted: list[str] = []
         for kind_, batch in self._pages_to_delete(scope, filters, kind):
             rows = [(kind_, src) for src in batch]
-            deleted += self.delete_sources(scope, rows, actor, keep_text=keep_text_in_history)
+            deleted += self._delete_rows(scope, rows, actor, keep_text_in_history)
         if not keep_text_in_history:
-            self._forget_history(scope, filters)
+            self._forget_history(scope, kind, deleted if filters else None)
         with engine_errors("refreshing"):
             for k in _kinds(kind):
                 self.engine.refresh(self.alias(scope, k))
             self.engine.refresh(history_alias(self.prefix))
-        return deleted
+        return len(deleted)
 
     def delete_sources(
         self,
@@ -253,8 +256,19 @@ class Crud:
     ) -> int:
         """Delete these memories (as listed by a search) with a history entry each; returns how
         many were deleted (one deleted meanwhile by someone else is not counted twice)."""
+        return len(self._delete_rows(scope, rows, actor, keep_text, reason))
+
+    def _delete_rows(
+        self,
+        scope: Scope,
+        rows: Sequence[tuple[MemoryKind, dict[str, Any]]],
+        actor: str,
+        keep_text: bool = True,
+        reason: str | None = None,
+    ) -> list[str]:
+        """``delete_sources``, returning the engine ids of the memories this call deleted."""
         if not rows:
-            return 0
+            return []
         lines: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
         for kind, src in rows:
@@ -272,7 +286,7 @@ class Crud:
             ]
             if ok:
                 self.engine.bulk(history.bulk_lines(self.prefix, ok))
-        return len(ok)
+        return [e["uid"] for e in ok]
 
     def _pages_to_delete(
         self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None
@@ -288,22 +302,31 @@ class Crud:
                 if cursor is None:
                     break
 
-    def _forget_history(self, scope: Scope, filters: Mapping[str, Any] | None) -> None:
-        """Strip the texts from the scope's history (a whole-scope forget only)."""
-        if filters:
+    def _forget_history(
+        self, scope: Scope, kind: MemoryKind | None, uids: Sequence[str] | None
+    ) -> None:
+        """Strip the texts from the scope's history: of one kind when ``kind`` is given, of
+        only these memories (engine ids) when ``uids`` is given. The FORGET entries stay."""
+        if uids is not None and not uids:
             return
+        scoped = scope.filters()
+        if kind is not None:
+            scoped.append({"term": {"kind": checked_kind(kind)}})
+        batches: list[list[dict[str, Any]]] = (
+            [[]]
+            if uids is None
+            else [
+                [{"terms": {"uid": list(uids[i : i + FORGET_IDS])}}]
+                for i in range(0, len(uids), FORGET_IDS)
+            ]
+        )
         with engine_errors("refreshing"):
             self.engine.refresh(history_alias(self.prefix))
-        body = {
-            "query": {
-                "bool": {
-                    "filter": scope.filters(),
-                    "must_not": [{"term": {"event": "FORGET"}}],
-                }
-            }
-        }
         with engine_errors("forgetting history"):
-            self.engine.delete_by_query(history_alias(self.prefix), body)
+            for ids in batches:
+                keep = [{"term": {"event": "FORGET"}}]
+                body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}
+                self.engine.delete_by_query(history_alias(self.prefix), body)
 
 
 class ConcurrentChange(InvalidInput):
