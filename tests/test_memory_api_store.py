@@ -1,13 +1,15 @@
 """The store's edges on the real engine: metadata replaced by an update, the newest history,
-forgetting what was deleted (by kind, by filter)."""
+forgetting what was deleted (by kind, by filter), malformed paging cursors."""
 
 from __future__ import annotations
+
+import base64
 
 import pytest
 
 from kemem_es.errors import InvalidInput
 from kemem_es.store import history
-from kemem_es.store.crud import ConcurrentChange
+from kemem_es.store.crud import ConcurrentChange, decode_cursor, encode_cursor
 from kemem_es.store.scope import Scope
 
 pytestmark = pytest.mark.engine
@@ -132,3 +134,46 @@ def test_forgetting_by_filter_strips_exactly_the_deleted_memories(kemem) -> None
     assert entries[0].old_text is None and entries[0].new_text is None
     assert kemem.history("m2", **A)[0].new_text  # not deleted: its history is kept
     assert kemem.history("m1", **B)[0].new_text  # another user's: untouched
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+BAD_CURSORS = [
+    '["a","b"]',
+    "[null,null]",
+    '[99999999999999999999,"x"]',
+    '[1700000000000,"x"]',  # not an engine id
+    '[1.5,"' + "a" * 40 + '"]',
+    '[true,"' + "a" * 40 + '"]',
+    "[1700000000000,5]",
+    '{"a":1}',
+    "[1,2,3]",
+]
+
+
+@pytest.mark.parametrize("raw", BAD_CURSORS)
+def test_a_malformed_cursor_is_invalid_input_not_an_engine_error(kemem, raw: str) -> None:
+    kemem.init()
+    with pytest.raises(InvalidInput) as exc:
+        kemem.get_all(**A, cursor=_b64(raw))
+    assert exc.value.field == "cursor"
+
+
+def test_cursors_of_every_kind_of_page_decode() -> None:
+    """What encode_cursor writes (an engine date sort value, the missing value's, a uid) is
+    accepted back unchanged."""
+    uid = Scope.of(**A).doc_id("m1")
+    for values in ([1_700_000_000_000, uid], [-(2**63), uid], [0, uid]):
+        assert decode_cursor(encode_cursor(values)) == values
+
+
+def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
+    from test_server import client, error_of
+
+    kemem.init()
+    c = client(kemem)
+    for raw in BAD_CURSORS[:3]:
+        r = c.get("/v1/memories", params={**A, "cursor": _b64(raw)})
+        assert error_of(r, 422)["field"] == "cursor"

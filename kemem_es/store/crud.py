@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,8 @@ FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
 DELETE_PAGE = 500
 FORGET_IDS = 5000  # memory ids per history delete (well under the engine's terms limit)
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is LONG_MIN)
+_UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
 # Top-level fields replaced whole; fixed source (compiled once), the values only in params.
 PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
 
@@ -62,12 +65,23 @@ def encode_cursor(values: list[Any]) -> str:
 
 
 def decode_cursor(cursor: str) -> list[Any]:
+    """The sort values of ``encode_cursor``, checked to be what ``page`` sorts by (a date's
+    epoch milliseconds, a memory's engine id): anything else would reach the engine and come
+    back as an engine error instead of the caller's mistake."""
+    bad = InvalidInput("cursor: not a cursor from get_all", field="cursor")
+    if not isinstance(cursor, str):
+        raise bad
     try:
         values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except ValueError:
-        raise InvalidInput("cursor: not a cursor from get_all", field="cursor") from None
+        raise bad from None
     if not isinstance(values, list) or len(values) != 2:
-        raise InvalidInput("cursor: not a cursor from get_all", field="cursor")
+        raise bad
+    millis, uid = values
+    if type(millis) is not int or not LONG_MIN <= millis <= LONG_MAX:
+        raise bad
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
+        raise bad
     return values
 
 
