@@ -32,6 +32,7 @@ from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
@@ -513,10 +514,12 @@ class Kemem:
         user_id: str | None = None,
         agent_id: str | None = None,
         db: Database = "user",
+        limit: int = HISTORY_LIMIT,
     ) -> list[HistoryEntry]:
-        """Every recorded change of a memory, oldest first (also after it was deleted)."""
+        """The recorded changes of a memory, oldest first (also after it was deleted): the
+        newest ``limit`` (1–10,000) of them when there are more."""
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.history(memory_id, scope)
+        return self.memories.history(memory_id, scope, limit)
 
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
         """Engine health and version, counts per agent / user / database / kind, the strength

@@ -286,11 +286,14 @@ def history(
     agent: Agent,
     user: User = None,
     db: Db = "user",
+    limit: Annotated[
+        int, typer.Option("--limit", help="at most this many, the newest (1–10000)")
+    ] = 1000,
     as_json: Json = False,
 ) -> None:
-    """Every recorded change of a memory, oldest first."""
+    """Every recorded change of a memory, oldest first (the newest --limit of them)."""
     with guarded():
-        entries = Kemem().history(memory_id, **_scope(user, agent, db))
+        entries = Kemem().history(memory_id, **_scope(user, agent, db), limit=limit)
         if as_json:
             _json(entries)
             return

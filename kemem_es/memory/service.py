@@ -311,8 +311,10 @@ class MemoryService:
         rows, nxt = self.crud.page(scope, filters, kind, limit, cursor)
         return page_of(rows, nxt)
 
-    def history(self, memory_id: str, scope: Scope) -> list[HistoryEntry]:
-        return self.crud.history(scope, memory_id)
+    def history(
+        self, memory_id: str, scope: Scope, limit: int = history.LIMIT
+    ) -> list[HistoryEntry]:
+        return self.crud.history(scope, memory_id, limit)
 
     # -- change ---------------------------------------------------------------------------
     def update(

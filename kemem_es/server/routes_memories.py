@@ -18,6 +18,8 @@ from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.errors import ApiError
+from kemem_es.store.history import LIMIT as HISTORY_LIMIT
+from kemem_es.store.history import LIMIT_MAX as HISTORY_LIMIT_MAX
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
@@ -239,6 +241,9 @@ async def history(
     memory_id: str,
     request: Request,
     scope: ScopeArgs = Scoped,
+    limit: int = Query(
+        HISTORY_LIMIT, ge=1, le=HISTORY_LIMIT_MAX, description="at most this many, the newest"
+    ),
 ) -> HistoryResponse:
-    entries = await _km(request).history(memory_id, **scope.kw())
+    entries = await _km(request).history(memory_id, **scope.kw(), limit=limit)
     return HistoryResponse(results=entries)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,11 @@ from kemem_es.store.scope import Scope, checked_id
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
 DELETE_PAGE = 500
+FORGET_IDS = 5000  # memory ids per history delete (well under the engine's terms limit)
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is LONG_MIN)
+_UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
+# Top-level fields replaced whole; fixed source (compiled once), the values only in params.
+PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
 
 
 @dataclass(frozen=True)
@@ -59,12 +65,23 @@ def encode_cursor(values: list[Any]) -> str:
 
 
 def decode_cursor(cursor: str) -> list[Any]:
+    """The sort values of ``encode_cursor``, checked to be what ``page`` sorts by (a date's
+    epoch milliseconds, a memory's engine id): anything else would reach the engine and come
+    back as an engine error instead of the caller's mistake."""
+    bad = InvalidInput("cursor: not a cursor from get_all", field="cursor")
+    if not isinstance(cursor, str):
+        raise bad
     try:
         values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except ValueError:
-        raise InvalidInput("cursor: not a cursor from get_all", field="cursor") from None
+        raise bad from None
     if not isinstance(values, list) or len(values) != 2:
-        raise InvalidInput("cursor: not a cursor from get_all", field="cursor")
+        raise bad
+    millis, uid = values
+    if type(millis) is not int or not LONG_MIN <= millis <= LONG_MAX:
+        raise bad
+    if not isinstance(uid, str) or not _UID.fullmatch(uid):
+        raise bad
     return values
 
 
@@ -143,15 +160,21 @@ class Crud:
                 self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
             )
 
-    def history(self, scope: Scope, memory_id: str) -> list[HistoryEntry]:
+    def history(
+        self, scope: Scope, memory_id: str, limit: int = history.LIMIT
+    ) -> list[HistoryEntry]:
+        """The newest ``limit`` changes of a memory, oldest first."""
         memory_id = checked_id(memory_id, "memory_id")
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidInput(f"limit: must be a whole number, not {limit!r}", field="limit")
+        if not 1 <= limit <= history.LIMIT_MAX:
+            raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
+        body = history.query(scope, memory_id, limit)
         with engine_errors("reading history"):
             # History is read rarely and right after changes: make every entry visible first.
             self.engine.refresh(history_alias(self.prefix))
-            resp = self.engine.search(history_alias(self.prefix), history.query(scope, memory_id))
-        return [
-            history.to_entry(h["_source"]) for h in resp["hits"]["hits"] if scope.owns(h["_source"])
-        ]
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
@@ -179,9 +202,12 @@ class Crud:
         refresh: bool,
     ) -> None:  # fmt: skip
         """A partial update of the version that was read: fields not in ``doc`` (the vector,
-        recall counts) stay as they are; fields set to None are cleared."""
+        recall counts) stay as they are; fields set to None are cleared. Each given field
+        replaces its old value whole: a partial ``doc`` would merge objects key by key, so
+        ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
-        self._bulk_one([action, {"doc": doc}], entry, refresh)
+        script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
+        self._bulk_one([action, {"script": script}], entry, refresh)
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],
@@ -219,18 +245,20 @@ class Crud:
     ) -> int:
         """Delete every memory of the scope matching the filters, page by page, each recorded
         in history (without its text when ``keep_text_in_history`` is False: forgetting a
-        user should not leave their words behind in the history)."""
-        deleted = 0
+        user should not leave their words behind in the history). Forgetting strips the texts
+        of the scope's whole history of that kind, or with filters, of exactly the memories
+        deleted here: those that still exist keep theirs."""
+        deleted: list[str] = []
         for kind_, batch in self._pages_to_delete(scope, filters, kind):
             rows = [(kind_, src) for src in batch]
-            deleted += self.delete_sources(scope, rows, actor, keep_text=keep_text_in_history)
+            deleted += self._delete_rows(scope, rows, actor, keep_text_in_history)
         if not keep_text_in_history:
-            self._forget_history(scope, filters)
+            self._forget_history(scope, kind, deleted if filters else None)
         with engine_errors("refreshing"):
             for k in _kinds(kind):
                 self.engine.refresh(self.alias(scope, k))
             self.engine.refresh(history_alias(self.prefix))
-        return deleted
+        return len(deleted)
 
     def delete_sources(
         self,
@@ -242,8 +270,19 @@ class Crud:
     ) -> int:
         """Delete these memories (as listed by a search) with a history entry each; returns how
         many were deleted (one deleted meanwhile by someone else is not counted twice)."""
+        return len(self._delete_rows(scope, rows, actor, keep_text, reason))
+
+    def _delete_rows(
+        self,
+        scope: Scope,
+        rows: Sequence[tuple[MemoryKind, dict[str, Any]]],
+        actor: str,
+        keep_text: bool = True,
+        reason: str | None = None,
+    ) -> list[str]:
+        """``delete_sources``, returning the engine ids of the memories this call deleted."""
         if not rows:
-            return 0
+            return []
         lines: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
         for kind, src in rows:
@@ -261,7 +300,7 @@ class Crud:
             ]
             if ok:
                 self.engine.bulk(history.bulk_lines(self.prefix, ok))
-        return len(ok)
+        return [e["uid"] for e in ok]
 
     def _pages_to_delete(
         self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None
@@ -277,22 +316,31 @@ class Crud:
                 if cursor is None:
                     break
 
-    def _forget_history(self, scope: Scope, filters: Mapping[str, Any] | None) -> None:
-        """Strip the texts from the scope's history (a whole-scope forget only)."""
-        if filters:
+    def _forget_history(
+        self, scope: Scope, kind: MemoryKind | None, uids: Sequence[str] | None
+    ) -> None:
+        """Strip the texts from the scope's history: of one kind when ``kind`` is given, of
+        only these memories (engine ids) when ``uids`` is given. The FORGET entries stay."""
+        if uids is not None and not uids:
             return
+        scoped = scope.filters()
+        if kind is not None:
+            scoped.append({"term": {"kind": checked_kind(kind)}})
+        batches: list[list[dict[str, Any]]] = (
+            [[]]
+            if uids is None
+            else [
+                [{"terms": {"uid": list(uids[i : i + FORGET_IDS])}}]
+                for i in range(0, len(uids), FORGET_IDS)
+            ]
+        )
         with engine_errors("refreshing"):
             self.engine.refresh(history_alias(self.prefix))
-        body = {
-            "query": {
-                "bool": {
-                    "filter": scope.filters(),
-                    "must_not": [{"term": {"event": "FORGET"}}],
-                }
-            }
-        }
         with engine_errors("forgetting history"):
-            self.engine.delete_by_query(history_alias(self.prefix), body)
+            for ids in batches:
+                keep = [{"term": {"event": "FORGET"}}]
+                body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}
+                self.engine.delete_by_query(history_alias(self.prefix), body)
 
 
 class ConcurrentChange(InvalidInput):

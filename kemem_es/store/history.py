@@ -70,11 +70,17 @@ def bulk_lines(prefix: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return lines
 
 
-def query(scope: Scope, memory_id: str) -> dict[str, Any]:
+LIMIT = 1000  # entries a history call returns by default
+LIMIT_MAX = 10_000  # the engine's default result window
+
+
+def query(scope: Scope, memory_id: str, limit: int = LIMIT) -> dict[str, Any]:
+    """The newest ``limit`` entries, newest first (the caller reverses them): after many
+    NOOPs the latest UPDATE or DELETE must not be the part that is cut off."""
     return {
-        "size": 1000,
+        "size": limit,
         "query": {"bool": {"filter": [{"term": {"uid": scope.doc_id(memory_id)}}]}},
-        "sort": [{"seq": "asc"}],
+        "sort": [{"seq": "desc"}],
         "_source": {"excludes": ["old", "new"]},
     }
 

@@ -1,0 +1,179 @@
+"""The store's edges on the real engine: metadata replaced by an update, the newest history,
+forgetting what was deleted (by kind, by filter), malformed paging cursors."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from kemem_es.errors import InvalidInput
+from kemem_es.store import history
+from kemem_es.store.crud import ConcurrentChange, decode_cursor, encode_cursor
+from kemem_es.store.scope import Scope
+
+pytestmark = pytest.mark.engine
+
+A = {"agent_id": "qiyu", "user_id": "u_a"}
+B = {"agent_id": "qiyu", "user_id": "u_b"}
+ENTITY = {
+    "id": "e1",
+    "entity_name": "木木",
+    "entity_type": "客体",
+    "kind": "用户属性",
+    "description": "木木喜欢蓝玫瑰",
+    "updatetime": "2025-01-01 10:00:00",
+}
+
+
+def _event(i: int, **extra: object) -> dict:
+    return {
+        "id": f"m{i}",
+        "description": f"第{i}件事：木木在画廊加班到很晚",
+        "created_at": f"2025-01-{(i % 28) + 1:02d} 10:00:00",
+        **extra,
+    }
+
+
+def _ids(km, filters: dict) -> set[str]:
+    return {m.id for m in km.get_all(**A, filters=filters).results}
+
+
+def test_update_replaces_metadata_and_keeps_the_vector(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(1, metadata={"mood": "happy", "n": 3})}], "events")
+    res = kemem.update("m1", {"metadata": {"n": 4}}, **A, refresh=True)
+    assert res.memory.metadata == {"n": 4}
+    assert kemem.get("m1", **A).metadata == {"n": 4}  # stored as returned: no "mood" left
+    assert _ids(kemem, {"metadata.mood": {"exists": True}}) == set()
+    assert _ids(kemem, {"metadata.n": 4}) == {"m1"}
+    # A text-free update kept the vector: the memory is still found by meaning.
+    resp = kemem.search("画廊加班", **A, threshold=0, limit=3)
+    assert [e.index for e in resp.memory_events] == ["m1"]
+
+    kemem.update("m1", {"metadata": {}}, **A, refresh=True)
+    assert kemem.get("m1", **A).metadata == {}
+    assert _ids(kemem, {"metadata.n": {"exists": True}}) == set()
+
+
+def test_a_patch_of_a_stale_version_is_refused(kemem) -> None:
+    """Optimistic concurrency survives the scripted update: a version read before another
+    write is a conflict, not a silent overwrite."""
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    scope = Scope.of(**A)
+    stale = kemem.memories.crud.fetch(scope, "m1")
+    kemem.update("m1", {"place": "家"}, **A)
+    entry = history.entry(scope, "m1", "events", "UPDATE", "api")
+    with pytest.raises(ConcurrentChange):
+        kemem.memories.crud.patch(scope, stale, {"place": "公司"}, entry, refresh=False)
+    assert kemem.get("m1", **A).place == "家"
+
+
+def test_history_returns_the_newest_entries_oldest_first(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    scope = Scope.of(**A)
+    noops = [history.entry(scope, "m1", "events", "NOOP", "api") for _ in range(1100)]
+    kemem.engine.bulk(history.bulk_lines(kemem.settings.index_prefix, noops))
+    kemem.update("m1", "木木在画廊加班到凌晨两点", **A)
+    kemem.delete("m1", **A)
+
+    entries = kemem.history("m1", **A)
+    assert len(entries) == 1000
+    assert [e.event for e in entries[-2:]] == ["UPDATE", "DELETE"]
+    assert [e.at for e in entries] == sorted(e.at for e in entries)
+    assert [e.event for e in kemem.history("m1", **A, limit=3)] == ["NOOP", "UPDATE", "DELETE"]
+    assert len(kemem.history("m1", **A, limit=2000)) == 1103  # ADD, 1100 NOOP, UPDATE, DELETE
+    for bad in (0, -1, 10_001, "5", True):
+        with pytest.raises(InvalidInput) as exc:
+            kemem.history("m1", **A, limit=bad)
+        assert exc.value.field == "limit"
+
+
+def test_history_limit_over_http(kemem) -> None:
+    from test_server import client, error_of
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    kemem.update("m1", "木木在画廊加班到凌晨两点", **A)
+    c = client(kemem)
+    url = "/v1/memories/m1/history"
+    assert [h["event"] for h in c.get(url, params=A).json()["results"]] == ["ADD", "UPDATE"]
+    assert [h["event"] for h in c.get(url, params={**A, "limit": 1}).json()["results"]] == [
+        "UPDATE"
+    ]
+    for bad in (0, 10_001):
+        assert error_of(c.get(url, params={**A, "limit": bad}), 422)["field"] == "limit"
+
+
+def test_forgetting_one_kind_keeps_the_other_kinds_history(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    kemem.index_records([{**A, **ENTITY}], "entities")
+    assert kemem.delete_all(**A, kind="events", forget=True) == 1
+    assert [e.event for e in kemem.history("m1", **A)] == ["FORGET"]
+    (added,) = kemem.history("e1", **A)  # the entity still exists, and so does its history
+    assert (added.event, added.new_text) == ("ADD", "木木喜欢蓝玫瑰")
+
+
+def test_forgetting_by_filter_strips_exactly_the_deleted_memories(kemem) -> None:
+    kemem.init()
+    kemem.index_records(
+        [
+            {**A, **_event(1, metadata={"mood": "happy"})},
+            {**A, **_event(2, metadata={"mood": "sad"})},
+        ],
+        "events",
+    )
+    kemem.index_records([{**B, **_event(1, metadata={"mood": "happy"})}], "events")
+    kemem.update("m1", "一个秘密", **A)
+    assert kemem.delete_all(**A, filters={"metadata.mood": "happy"}, forget=True) == 1
+    entries = kemem.history("m1", **A)
+    assert [e.event for e in entries] == ["FORGET"]
+    assert entries[0].old_text is None and entries[0].new_text is None
+    assert kemem.history("m2", **A)[0].new_text  # not deleted: its history is kept
+    assert kemem.history("m1", **B)[0].new_text  # another user's: untouched
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+BAD_CURSORS = [
+    '["a","b"]',
+    "[null,null]",
+    '[99999999999999999999,"x"]',
+    '[1700000000000,"x"]',  # not an engine id
+    '[1.5,"' + "a" * 40 + '"]',
+    '[true,"' + "a" * 40 + '"]',
+    "[1700000000000,5]",
+    '{"a":1}',
+    "[1,2,3]",
+]
+
+
+@pytest.mark.parametrize("raw", BAD_CURSORS)
+def test_a_malformed_cursor_is_invalid_input_not_an_engine_error(kemem, raw: str) -> None:
+    kemem.init()
+    with pytest.raises(InvalidInput) as exc:
+        kemem.get_all(**A, cursor=_b64(raw))
+    assert exc.value.field == "cursor"
+
+
+def test_cursors_of_every_kind_of_page_decode() -> None:
+    """What encode_cursor writes (an engine date sort value, the missing value's, a uid) is
+    accepted back unchanged."""
+    uid = Scope.of(**A).doc_id("m1")
+    for values in ([1_700_000_000_000, uid], [-(2**63), uid], [0, uid]):
+        assert decode_cursor(encode_cursor(values)) == values
+
+
+def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
+    from test_server import client, error_of
+
+    kemem.init()
+    c = client(kemem)
+    for raw in BAD_CURSORS[:3]:
+        r = c.get("/v1/memories", params={**A, "cursor": _b64(raw)})
+        assert error_of(r, 422)["field"] == "cursor"
