@@ -53,6 +53,12 @@ class ExtractionError(KememError):
         self.problems = problems or []
 
 
+class EngineRefused(InvalidInput):
+    """The engine refused our request as malformed (HTTP 400), or the client could not even
+    encode it (a number past 64 bits): something in the input it cannot take. Not an outage —
+    the same request fails the same way again — so it is no ``EngineUnavailable``."""
+
+
 class NotFound(KememError):
     """No memory with this id in this scope (another scope's memory is reported the same way)."""
 

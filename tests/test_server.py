@@ -4,6 +4,7 @@ real `kemem-es serve` process."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -288,6 +289,56 @@ def test_memories_input_errors(seeded: Kemem) -> None:
     assert error_of(c.get("/v1/memories", params={"agent_id": "agent_a"}), 422)
 
 
+def _cursor(values: list[Any]) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+@pytest.mark.engine
+def test_a_request_the_engine_refuses_is_bad_input_not_an_outage(seeded: Kemem) -> None:
+    """The engine's 400 and a body the client cannot encode are the input's fault (422), not
+    "engine unavailable" (503, or a degraded /query); the message is the engine's error type
+    and reason, never the request sent (which holds the other filters' values: user text)."""
+    c = client(seeded)
+    secret = "秘密的地方"
+    too_big = {"metadata.n": {"gt": 10**30}, "place": secret}  # past 64 bits: unencodable
+    calls = [
+        c.get("/v1/memories", params={**A, "filters": json.dumps(too_big)}),
+        c.delete("/v1/memories", params={**A, "filters": json.dumps(too_big)}),  # the count
+        c.post("/query", json={"query": "豆包", **A, "filters": too_big}),
+        c.post("/query_simple", json={"query": "豆包", **A, "filters": too_big}),
+    ]
+    for r in calls:
+        err = error_of(r, 422)
+        assert err["code"] == "invalid_input", err
+        assert secret not in r.text and "'size'" not in r.text and "query" not in err["message"]
+        assert "X-Kemem-Degraded" not in r.headers
+    # A cursor the engine cannot parse: its 400, with its reason, as a 422.
+    r = c.get("/v1/memories", params={**A, "cursor": _cursor([{"a": 1}, "x"])})
+    err = error_of(r, 422)
+    assert "refused" in err["message"] and "search_after" in err["message"]
+    # The library: the same error class, an InvalidInput (not EngineUnavailable).
+    from kemem_es.engine.client import engine_errors
+    from kemem_es.errors import EngineRefused, EngineUnavailable
+
+    alias = f"{seeded.settings.index_prefix}-user-events"
+    with pytest.raises(EngineRefused) as refused, engine_errors("listing"):
+        seeded.engine.search(alias, {"query": {"no_such_query": {"place": secret}}})
+    assert not isinstance(refused.value, EngineUnavailable)
+    assert secret not in str(refused.value) and "HTTP 400" in str(refused.value)
+    # One search of a /query's msearch refused: the same (its reason cut before any query).
+    from kemem_es.search.searcher import raise_engine_error
+
+    quoted = {
+        "type": "query_shard_exception",
+        "reason": f'failed to create query: {{"term": "{secret}"}}',
+    }
+    with pytest.raises(EngineRefused) as refused:
+        raise_engine_error({"status": 400, "error": quoted})
+    assert secret not in str(refused.value) and "query_shard_exception" in str(refused.value)
+
+
 @pytest.mark.engine
 def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     c = client(seeded)
@@ -499,8 +550,6 @@ def test_query_matches_the_golden_v23_json(kemem: Kemem) -> None:
     """``/query`` and ``/query_simple`` byte for byte as the seed's clients read them (apart
     from timings and score values). Regenerate after a deliberate change with
     KEMEM_UPDATE_GOLDEN=1."""
-    import json
-
     kemem.init()
     kemem.index_records(
         [

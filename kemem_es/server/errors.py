@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
+from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
 from kemem_es.errors import (
     EngineUnavailable,
     ExtractionError,
@@ -99,10 +99,8 @@ def install_handlers(app: FastAPI) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
 
-    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: still a 503
+    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: translated here
 
         @app.exception_handler(cls)
         async def _client(_: Request, exc: Exception) -> JSONResponse:
-            return error_response(
-                503, "engine_unavailable", f"search engine: {describe_client_error(exc)}"
-            )
+            return kemem_error_response(translate_client_error(exc, "search engine"))
