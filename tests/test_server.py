@@ -340,6 +340,35 @@ def test_a_request_the_engine_refuses_is_bad_input_not_an_outage(seeded: Kemem) 
 
 
 @pytest.mark.engine
+def test_a_list_that_some_shards_failed_is_an_error_not_fewer_results(seeded: Kemem) -> None:
+    """A search that one index's shard failed answers 200 with the other hits; a page, a
+    scope delete or a history read from it would silently miss memories. It is a 503."""
+    c = client(seeded)
+    assert len(c.get("/v1/memories", params=A).json()["results"]) == 2  # engine connected
+    engine = c.app.state.kemem.core.engine
+    search = engine.search
+
+    def one_shard_failed(index: str, body: dict, **kw: Any) -> dict:
+        resp = search(index, body, **kw)
+        failure = {"index": index, "reason": {"type": "io_exception", "reason": "disk gone"}}
+        shards = {**resp["_shards"], "failed": 1, "failures": [failure]}
+        return {**resp, "_shards": shards, "hits": {**resp["hits"], "hits": []}}
+
+    engine.search = one_shard_failed
+    mid = seeded.get_all(**A).results[0].id
+    for r in (
+        c.get("/v1/memories", params=A),
+        c.delete("/v1/memories", params={**A, "confirm": "true"}),
+        c.get(f"/v1/memories/{mid}/history", params=A),
+    ):
+        err = error_of(r, 503)
+        assert err["code"] == "engine_unavailable" and "shards failed" in err["message"]
+        assert "disk gone" in err["message"]
+    engine.search = search
+    assert seeded.count(**A) == 2  # the scope delete deleted nothing
+
+
+@pytest.mark.engine
 def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     c = client(seeded)
     err = error_of(c.delete("/v1/memories", params=A), 400)

@@ -145,6 +145,21 @@ def translate_client_error(exc: Exception, doing: str) -> KememError:
     return EngineUnavailable(f"{doing}: {why}")
 
 
+def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
+    """``resp`` when every shard answered. A search that some shards failed still answers
+    200 with the others' hits; where the answer must be whole (a list page, a scope delete,
+    a history) fewer results would pass for the truth, so that is an error here."""
+    shards = resp.get("_shards") or {}
+    failed = shards.get("failed") or 0
+    if failed:
+        failures = shards.get("failures") or [{}]
+        first = failures[0] if isinstance(failures[0], dict) else {}
+        why = type_and_reason(first.get("reason") or "no reason given")
+        total = shards.get("total", "?")
+        raise EngineUnavailable(f"{doing}: {failed} of {total} shards failed ({why})")
+    return resp
+
+
 @contextmanager
 def engine_errors(doing: str) -> Iterator[None]:
     """Translate either client's exceptions into a KememError, once, at the seam (see

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.engine.client import Engine, check_shards, engine_errors
 from kemem_es.errors import InvalidInput, NotFound
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
@@ -126,7 +126,8 @@ class Crud:
             body["search_after"] = decode_cursor(cursor)
         indices = ",".join(self.alias(scope, k) for k in kinds)
         with engine_errors("listing memories"):
-            hits = self.engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
+            resp = self.engine.search(indices, body, routing=scope.routing)
+        hits = check_shards(resp, "listing memories")["hits"]["hits"]
         out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
         nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
         return out, nxt
@@ -149,6 +150,7 @@ class Crud:
             # History is read rarely and right after changes: make every entry visible first.
             self.engine.refresh(history_alias(self.prefix))
             resp = self.engine.search(history_alias(self.prefix), history.query(scope, memory_id))
+        check_shards(resp, "reading history")
         return [
             history.to_entry(h["_source"]) for h in resp["hits"]["hits"] if scope.owns(h["_source"])
         ]
