@@ -59,6 +59,12 @@ class EngineRefused(InvalidInput):
     the same request fails the same way again — so it is no ``EngineUnavailable``."""
 
 
+class ConcurrentChange(KememError):
+    """The memory changed between our read and our write: another writer got there first.
+    Retried inside (with a short jittered backoff); raised to the caller only when it kept
+    changing. Nothing was written: try again shortly (the server answers 409)."""
+
+
 class NotFound(KememError):
     """No memory with this id in this scope (another scope's memory is reported the same way)."""
 

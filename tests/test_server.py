@@ -369,6 +369,74 @@ def test_a_list_that_some_shards_failed_is_an_error_not_fewer_results(seeded: Ke
 
 
 @pytest.mark.engine
+def test_concurrent_changes_of_one_memory(seeded: Kemem) -> None:
+    """PATCHes of one memory at once take turns (200 each, none lost); a writer that keeps
+    losing is a 409 with Retry-After after backed-off retries, not a 500; a PATCH or DELETE
+    that another process's DELETE beat between its read and its write is a 404 that does not
+    show the engine's internal id."""
+    from kemem_es.errors import ConcurrentChange
+
+    c = client(seeded)
+    mid = seeded.get_all(**A, kind="events").results[0].id
+    url = f"/v1/memories/{mid}"
+    patches = [("PATCH", url, {"params": A, "json": {"place": f"地点{i}"}}) for i in range(8)]
+    rs = c.gather(*patches)
+    assert [r.status_code for r in rs] == [200] * 8, [r.text for r in rs if r.status_code != 200]
+    hist = c.get(f"{url}/history", params=A).json()["results"]
+    assert [h["event"] for h in hist].count("UPDATE") == 8  # every one was applied, in turn
+
+    crud = c.app.state.kemem.core.memories.crud
+    patch, fetch, tries = crud.patch, crud.fetch, []
+
+    def always_conflicts(*_: Any, **__: Any) -> None:
+        tries.append(1)
+        raise ConcurrentChange("changed meanwhile")
+
+    crud.patch = always_conflicts
+    r = c.patch(url, params=A, json={"place": "家"})
+    err = error_of(r, 409)
+    assert err["code"] == "conflict" and r.headers["Retry-After"] == "1"
+    assert len(tries) > 1 and "kept changing" in err["message"]
+    crud.patch = patch
+
+    def deleted_meanwhile(*args: Any, **kw: Any) -> Any:
+        stored = fetch(*args, **kw)
+        crud.fetch = fetch  # once: another process deletes it right after our read
+        seeded.delete(mid, **A)
+        return stored
+
+    for method in ("PATCH", "DELETE"):
+        if method == "DELETE":
+            seeded.add({"id": mid, "description": "又回来了", "created_at": "2025-03-01"}, **A)
+        crud.fetch = deleted_meanwhile
+        kw: dict[str, Any] = {"json": {"place": "家"}} if method == "PATCH" else {}
+        r = c.request(method, url, params=A, **kw)
+        err = error_of(r, 404)
+        assert err["code"] == "not_found" and mid in err["message"]
+        assert not re.search(r"[0-9a-f]{40}", r.text), r.text
+
+
+@pytest.mark.engine
+def test_a_write_to_a_missing_index_says_run_init(seeded: Kemem) -> None:
+    """The official events index deleted under a running server: an add is the same 503
+    "run `kemem-es init`" as a list, not a 422 "the engine refused the memory"."""
+    c = client(seeded)
+    official = {"agent_id": "agent_a", "db": "official", "kind": "events"}
+    record = {"description": "祁煜的画展在周末开幕", "created_at": "2025-03-01"}
+    assert c.post("/v1/memories", json={"record": record, **official}).status_code == 200
+    alias = f"{seeded.settings.index_prefix}-official-events"
+    for name in seeded.engine.get_index(alias):
+        seeded.engine.delete_index(name)
+    record2 = {**record, "description": "祁煜喜欢在海边写生"}
+    for r in (
+        c.post("/v1/memories", json={"record": record2, **official}),
+        c.get("/v1/memories", params={"agent_id": "agent_a", "db": "official"}),
+    ):
+        err = error_of(r, 503)
+        assert err["code"] == "engine_unavailable" and "kemem-es init" in err["message"]
+
+
+@pytest.mark.engine
 def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     c = client(seeded)
     err = error_of(c.delete("/v1/memories", params=A), 400)

@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
 from kemem_es.errors import (
+    ConcurrentChange,
     EngineUnavailable,
     ExtractionError,
     InvalidInput,
@@ -67,6 +68,10 @@ def kemem_error_response(exc: KememError) -> JSONResponse:
         return error_response(422, "invalid_input", str(exc), exc.field, **extra)
     if isinstance(exc, NotFound):
         return error_response(404, "not_found", str(exc))
+    if isinstance(exc, ConcurrentChange):  # other writers kept winning: worth a retry soon
+        resp = error_response(409, "conflict", str(exc))
+        resp.headers["Retry-After"] = "1"
+        return resp
     if isinstance(exc, EngineUnavailable):
         return error_response(503, "engine_unavailable", str(exc))
     if isinstance(exc, ExtractionError):
