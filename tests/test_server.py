@@ -451,6 +451,39 @@ def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     assert seeded.count(**A) == 0 and seeded.count(**B) == 1  # the other agent's stay
 
 
+@pytest.mark.engine
+def test_http_odds(seeded: Kemem) -> None:
+    """HEAD on the probes; a body that is not usable JSON (malformed, or nested past the
+    parser's recursion) is one shape, 422 naming ``body``; a filters parameter nested that
+    deeply is a 422 naming it, not a 500; X-Confirm-Delete takes confirm's values."""
+    c = client(seeded)
+    for probe in ("/healthz", "/readyz"):
+        r = c.request("HEAD", probe)
+        assert r.status_code == 200 and r.content == b"", (probe, r.status_code)
+    bad_utf8 = '{"query": "豆包"}'.encode("gbk")
+    for body in (b"{not json", b"", b"[" * 100_000, bad_utf8):
+        for url in ("/query", "/v1/memories"):
+            r = c.post(url, content=body, headers={"content-type": "application/json"})
+            err = error_of(r, 422)
+            assert err["field"] == "body" and err["code"] == "invalid_input", (body[:20], r.text)
+    deep = '{"not": ' * 3000 + '{"place": "家"}' + "}" * 3000  # past json's recursion limit
+    deepish = '{"not": ' * 200 + '{"place": "家"}' + "}" * 200  # parses; compiling recurses
+    for flt in (deep, deepish, "[" * 5000):
+        for method in ("GET", "DELETE"):
+            r = c.request(method, "/v1/memories", params={**A, "filters": flt})
+            assert error_of(r, 422)["field"] == "filters", r.text
+    for yes in ("1", "yes", "on", "True"):
+        r = c.delete("/v1/memories", params={**A, "kind": "entities"},
+                     headers={"X-Confirm-Delete": yes})  # fmt: skip
+        assert r.status_code == 200, (yes, r.text)
+    for no in ("0", "no", "false"):
+        r = c.delete("/v1/memories", params=A, headers={"X-Confirm-Delete": no})
+        assert error_of(r, 400)["code"] == "confirmation_required"
+    r = c.delete("/v1/memories", params=A, headers={"X-Confirm-Delete": "please"})
+    assert error_of(r, 422)["field"] == "X-Confirm-Delete"
+    assert seeded.count(**A, kind="events") == 1  # only the confirmed entity delete went
+
+
 # -- auth ---------------------------------------------------------------------------------
 @pytest.mark.engine
 def test_keys_keep_agents_apart(seeded: Kemem) -> None:
@@ -615,6 +648,21 @@ def test_serve_refuses_bad_keys_setting() -> None:
         assert proc.returncode == 2
         assert "KEMEM_SERVER_API_KEYS must be a JSON object" in proc.stderr
         assert "s3cret" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_serve_refuses_an_empty_api_key() -> None:
+    """An empty or blank key looks like a configured key (so a public address is allowed)
+    yet guards nothing: refused at start, without quoting it; the app refuses it too."""
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--host", "0.0.0.0"]
+    for bad in ('{"": ["*"]}', '{"   ": ["*"]}', '{" k-ok ": ["agent_a"]}'):
+        env = {**_env(), "KEMEM_SERVER_API_KEYS": bad}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (bad, proc.stderr[-500:])
+        assert "an API key is empty, blank or has spaces around it" in proc.stderr
+        assert "k-ok" not in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(ValueError, match="API key is empty"):
+        create_app(AsyncKemem(unreachable().settings.model_copy(update={
+            "server_api_keys": {"": ["*"]}})))  # fmt: skip
 
 
 def test_loopback_check() -> None:

@@ -173,11 +173,22 @@ def create_app(
         )
         return response
 
-    @app.get("/healthz", tags=["ops"], summary="The process is up (no auth, no engine call)")
+    # HEAD too: load balancers and uptime checks probe with it.
+    @app.api_route(
+        "/healthz",
+        methods=["GET", "HEAD"],
+        tags=["ops"],
+        summary="The process is up (no auth, no engine call)",
+    )
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
+    @app.api_route(
+        "/readyz",
+        methods=["GET", "HEAD"],
+        tags=["ops"],
+        summary="The engine answers and the indices exist",
+    )
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
         try:
             state = await km.readiness()
