@@ -53,6 +53,13 @@ class ExtractionError(KememError):
         self.problems = problems or []
 
 
+class ExtractorNotConfigured(ExtractionError):
+    """``infer`` was asked of an instance with no LLM configured (KEMEM_LLM_BASE_URL,
+    KEMEM_LLM_MODEL): nothing went wrong upstream — there is no upstream. Raised before
+    anything is written, for ``infer="background"`` too (the server answers 422, field
+    ``infer``)."""
+
+
 class EngineRefused(InvalidInput):
     """The engine refused our request as malformed (HTTP 400), or the client could not even
     encode it (a number past 64 bits): something in the input it cannot take. Not an outage —

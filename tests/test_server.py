@@ -484,6 +484,27 @@ def test_http_odds(seeded: Kemem) -> None:
     assert seeded.count(**A, kind="events") == 1  # only the confirmed entity delete went
 
 
+@pytest.mark.engine
+def test_infer_without_an_llm_is_refused_up_front(seeded: Kemem) -> None:
+    """No LLM configured: infer=true and infer="background" are the same clear 422 naming
+    infer (the request asks for what this server lacks; no upstream failed, so no 502), and
+    background no longer stores the raw turn with 200 and fails later in a log line."""
+    bare = Kemem(seeded.settings.model_copy(update={"llm_base_url": None, "llm_model": None}))
+    bare.embedder = seeded.embedder
+    c = client(bare)
+    before = seeded.count(**A)
+    for infer in (True, "background"):
+        r = c.post("/v1/memories", json={"text": "我昨天去吃了螺蛳粉", **A, "infer": infer})
+        err = error_of(r, 422)
+        assert err["code"] == "not_configured" and err["field"] == "infer", r.text
+        assert "KEMEM_LLM_BASE_URL" in err["message"]
+    r = c.post("/v1/memories", json={"record": ENTITY, **A, "infer": "background"})
+    assert error_of(r, 422)["field"] == "infer"  # nothing to extract from a record: now
+    assert seeded.count(**A) == before  # nothing written
+    assert bare.extraction_errors == [] and c.app.state.kemem.core.extraction_errors == []
+    bare.close()
+
+
 # -- auth ---------------------------------------------------------------------------------
 @pytest.mark.engine
 def test_keys_keep_agents_apart(seeded: Kemem) -> None:

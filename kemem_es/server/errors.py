@@ -17,6 +17,7 @@ from kemem_es.errors import (
     ConcurrentChange,
     EngineUnavailable,
     ExtractionError,
+    ExtractorNotConfigured,
     InvalidInput,
     KememError,
     MappingConflict,
@@ -79,6 +80,9 @@ def kemem_error_response(exc: KememError) -> JSONResponse:
         return resp
     if isinstance(exc, EngineUnavailable):
         return error_response(503, "engine_unavailable", str(exc))
+    if isinstance(exc, ExtractorNotConfigured):  # no upstream to blame: the request asks
+        # for what this deployment lacks; the caller can drop infer (not a 502 to retry)
+        return error_response(422, "not_configured", str(exc), "infer")
     if isinstance(exc, ExtractionError):
         return error_response(502, "extraction_failed", str(exc))
     if isinstance(exc, MappingConflict):
