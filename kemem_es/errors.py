@@ -53,6 +53,25 @@ class ExtractionError(KememError):
         self.problems = problems or []
 
 
+class ExtractorNotConfigured(ExtractionError):
+    """``infer`` was asked of an instance with no LLM configured (KEMEM_LLM_BASE_URL,
+    KEMEM_LLM_MODEL): nothing went wrong upstream — there is no upstream. Raised before
+    anything is written, for ``infer="background"`` too (the server answers 422, field
+    ``infer``)."""
+
+
+class EngineRefused(InvalidInput):
+    """The engine refused our request as malformed (HTTP 400), or the client could not even
+    encode it (a number past 64 bits): something in the input it cannot take. Not an outage —
+    the same request fails the same way again — so it is no ``EngineUnavailable``."""
+
+
+class ConcurrentChange(KememError):
+    """The memory changed between our read and our write: another writer got there first.
+    Retried inside (with a short jittered backoff); raised to the caller only when it kept
+    changing. Nothing was written: try again shortly (the server answers 409)."""
+
+
 class NotFound(KememError):
     """No memory with this id in this scope (another scope's memory is reported the same way)."""
 

@@ -4,6 +4,7 @@ real `kemem-es serve` process."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -288,6 +289,153 @@ def test_memories_input_errors(seeded: Kemem) -> None:
     assert error_of(c.get("/v1/memories", params={"agent_id": "agent_a"}), 422)
 
 
+def _cursor(values: list[Any]) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+
+
+@pytest.mark.engine
+def test_a_request_the_engine_refuses_is_bad_input_not_an_outage(seeded: Kemem) -> None:
+    """The engine's 400 and a body the client cannot encode are the input's fault (422), not
+    "engine unavailable" (503, or a degraded /query); the message is the engine's error type
+    and reason, never the request sent (which holds the other filters' values: user text)."""
+    c = client(seeded)
+    secret = "秘密的地方"
+    too_big = {"metadata.n": {"gt": 10**30}, "place": secret}  # past 64 bits: unencodable
+    calls = [
+        c.get("/v1/memories", params={**A, "filters": json.dumps(too_big)}),
+        c.delete("/v1/memories", params={**A, "filters": json.dumps(too_big)}),  # the count
+        c.post("/query", json={"query": "豆包", **A, "filters": too_big}),
+        c.post("/query_simple", json={"query": "豆包", **A, "filters": too_big}),
+    ]
+    for r in calls:
+        err = error_of(r, 422)
+        assert err["code"] == "invalid_input", err
+        assert secret not in r.text and "'size'" not in r.text and "query" not in err["message"]
+        assert "X-Kemem-Degraded" not in r.headers
+    # A cursor the engine cannot parse: its 400, with its reason, as a 422.
+    r = c.get("/v1/memories", params={**A, "cursor": _cursor([{"a": 1}, "x"])})
+    err = error_of(r, 422)
+    assert "refused" in err["message"] and "search_after" in err["message"]
+    # The library: the same error class, an InvalidInput (not EngineUnavailable).
+    from kemem_es.engine.client import engine_errors
+    from kemem_es.errors import EngineRefused, EngineUnavailable
+
+    alias = f"{seeded.settings.index_prefix}-user-events"
+    with pytest.raises(EngineRefused) as refused, engine_errors("listing"):
+        seeded.engine.search(alias, {"query": {"no_such_query": {"place": secret}}})
+    assert not isinstance(refused.value, EngineUnavailable)
+    assert secret not in str(refused.value) and "HTTP 400" in str(refused.value)
+    # One search of a /query's msearch refused: the same (its reason cut before any query).
+    from kemem_es.search.searcher import raise_engine_error
+
+    quoted = {
+        "type": "query_shard_exception",
+        "reason": f'failed to create query: {{"term": "{secret}"}}',
+    }
+    with pytest.raises(EngineRefused) as refused:
+        raise_engine_error({"status": 400, "error": quoted})
+    assert secret not in str(refused.value) and "query_shard_exception" in str(refused.value)
+
+
+@pytest.mark.engine
+def test_a_list_that_some_shards_failed_is_an_error_not_fewer_results(seeded: Kemem) -> None:
+    """A search that one index's shard failed answers 200 with the other hits; a page, a
+    scope delete or a history read from it would silently miss memories. It is a 503."""
+    c = client(seeded)
+    assert len(c.get("/v1/memories", params=A).json()["results"]) == 2  # engine connected
+    engine = c.app.state.kemem.core.engine
+    search = engine.search
+
+    def one_shard_failed(index: str, body: dict, **kw: Any) -> dict:
+        resp = search(index, body, **kw)
+        failure = {"index": index, "reason": {"type": "io_exception", "reason": "disk gone"}}
+        shards = {**resp["_shards"], "failed": 1, "failures": [failure]}
+        return {**resp, "_shards": shards, "hits": {**resp["hits"], "hits": []}}
+
+    engine.search = one_shard_failed
+    mid = seeded.get_all(**A).results[0].id
+    for r in (
+        c.get("/v1/memories", params=A),
+        c.delete("/v1/memories", params={**A, "confirm": "true"}),
+        c.get(f"/v1/memories/{mid}/history", params=A),
+    ):
+        err = error_of(r, 503)
+        assert err["code"] == "engine_unavailable" and "shards failed" in err["message"]
+        assert "disk gone" in err["message"]
+    engine.search = search
+    assert seeded.count(**A) == 2  # the scope delete deleted nothing
+
+
+@pytest.mark.engine
+def test_concurrent_changes_of_one_memory(seeded: Kemem) -> None:
+    """PATCHes of one memory at once take turns (200 each, none lost); a writer that keeps
+    losing is a 409 with Retry-After after backed-off retries, not a 500; a PATCH or DELETE
+    that another process's DELETE beat between its read and its write is a 404 that does not
+    show the engine's internal id."""
+    from kemem_es.errors import ConcurrentChange
+
+    c = client(seeded)
+    mid = seeded.get_all(**A, kind="events").results[0].id
+    url = f"/v1/memories/{mid}"
+    patches = [("PATCH", url, {"params": A, "json": {"place": f"地点{i}"}}) for i in range(8)]
+    rs = c.gather(*patches)
+    assert [r.status_code for r in rs] == [200] * 8, [r.text for r in rs if r.status_code != 200]
+    hist = c.get(f"{url}/history", params=A).json()["results"]
+    assert [h["event"] for h in hist].count("UPDATE") == 8  # every one was applied, in turn
+
+    crud = c.app.state.kemem.core.memories.crud
+    patch, fetch, tries = crud.patch, crud.fetch, []
+
+    def always_conflicts(*_: Any, **__: Any) -> None:
+        tries.append(1)
+        raise ConcurrentChange("changed meanwhile")
+
+    crud.patch = always_conflicts
+    r = c.patch(url, params=A, json={"place": "家"})
+    err = error_of(r, 409)
+    assert err["code"] == "conflict" and r.headers["Retry-After"] == "1"
+    assert len(tries) > 1 and "kept changing" in err["message"]
+    crud.patch = patch
+
+    def deleted_meanwhile(*args: Any, **kw: Any) -> Any:
+        stored = fetch(*args, **kw)
+        crud.fetch = fetch  # once: another process deletes it right after our read
+        seeded.delete(mid, **A)
+        return stored
+
+    for method in ("PATCH", "DELETE"):
+        if method == "DELETE":
+            seeded.add({"id": mid, "description": "又回来了", "created_at": "2025-03-01"}, **A)
+        crud.fetch = deleted_meanwhile
+        kw: dict[str, Any] = {"json": {"place": "家"}} if method == "PATCH" else {}
+        r = c.request(method, url, params=A, **kw)
+        err = error_of(r, 404)
+        assert err["code"] == "not_found" and mid in err["message"]
+        assert not re.search(r"[0-9a-f]{40}", r.text), r.text
+
+
+@pytest.mark.engine
+def test_a_write_to_a_missing_index_says_run_init(seeded: Kemem) -> None:
+    """The official events index deleted under a running server: an add is the same 503
+    "run `kemem-es init`" as a list, not a 422 "the engine refused the memory"."""
+    c = client(seeded)
+    official = {"agent_id": "agent_a", "db": "official", "kind": "events"}
+    record = {"description": "祁煜的画展在周末开幕", "created_at": "2025-03-01"}
+    assert c.post("/v1/memories", json={"record": record, **official}).status_code == 200
+    alias = f"{seeded.settings.index_prefix}-official-events"
+    for name in seeded.engine.get_index(alias):
+        seeded.engine.delete_index(name)
+    record2 = {**record, "description": "祁煜喜欢在海边写生"}
+    for r in (
+        c.post("/v1/memories", json={"record": record2, **official}),
+        c.get("/v1/memories", params={"agent_id": "agent_a", "db": "official"}),
+    ):
+        err = error_of(r, 503)
+        assert err["code"] == "engine_unavailable" and "kemem-es init" in err["message"]
+
+
 @pytest.mark.engine
 def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     c = client(seeded)
@@ -301,6 +449,60 @@ def test_delete_by_scope_needs_confirmation(seeded: Kemem) -> None:
     r = c.delete("/v1/memories", params={**A, "confirm": "true"})
     assert r.json() == {"deleted": 1}
     assert seeded.count(**A) == 0 and seeded.count(**B) == 1  # the other agent's stay
+
+
+@pytest.mark.engine
+def test_http_odds(seeded: Kemem) -> None:
+    """HEAD on the probes; a body that is not usable JSON (malformed, or nested past the
+    parser's recursion) is one shape, 422 naming ``body``; a filters parameter nested that
+    deeply is a 422 naming it, not a 500; X-Confirm-Delete takes confirm's values."""
+    c = client(seeded)
+    for probe in ("/healthz", "/readyz"):
+        r = c.request("HEAD", probe)
+        assert r.status_code == 200 and r.content == b"", (probe, r.status_code)
+    bad_utf8 = '{"query": "豆包"}'.encode("gbk")
+    for body in (b"{not json", b"", b"[" * 100_000, bad_utf8):
+        for url in ("/query", "/v1/memories"):
+            r = c.post(url, content=body, headers={"content-type": "application/json"})
+            err = error_of(r, 422)
+            assert err["field"] == "body" and err["code"] == "invalid_input", (body[:20], r.text)
+    deep = '{"not": ' * 3000 + '{"place": "家"}' + "}" * 3000  # past json's recursion limit
+    deepish = '{"not": ' * 200 + '{"place": "家"}' + "}" * 200  # parses; compiling recurses
+    for flt in (deep, deepish, "[" * 5000):
+        for method in ("GET", "DELETE"):
+            r = c.request(method, "/v1/memories", params={**A, "filters": flt})
+            assert error_of(r, 422)["field"] == "filters", r.text
+    for yes in ("1", "yes", "on", "True"):
+        r = c.delete("/v1/memories", params={**A, "kind": "entities"},
+                     headers={"X-Confirm-Delete": yes})  # fmt: skip
+        assert r.status_code == 200, (yes, r.text)
+    for no in ("0", "no", "false"):
+        r = c.delete("/v1/memories", params=A, headers={"X-Confirm-Delete": no})
+        assert error_of(r, 400)["code"] == "confirmation_required"
+    r = c.delete("/v1/memories", params=A, headers={"X-Confirm-Delete": "please"})
+    assert error_of(r, 422)["field"] == "X-Confirm-Delete"
+    assert seeded.count(**A, kind="events") == 1  # only the confirmed entity delete went
+
+
+@pytest.mark.engine
+def test_infer_without_an_llm_is_refused_up_front(seeded: Kemem) -> None:
+    """No LLM configured: infer=true and infer="background" are the same clear 422 naming
+    infer (the request asks for what this server lacks; no upstream failed, so no 502), and
+    background no longer stores the raw turn with 200 and fails later in a log line."""
+    bare = Kemem(seeded.settings.model_copy(update={"llm_base_url": None, "llm_model": None}))
+    bare.embedder = seeded.embedder
+    c = client(bare)
+    before = seeded.count(**A)
+    for infer in (True, "background"):
+        r = c.post("/v1/memories", json={"text": "我昨天去吃了螺蛳粉", **A, "infer": infer})
+        err = error_of(r, 422)
+        assert err["code"] == "not_configured" and err["field"] == "infer", r.text
+        assert "KEMEM_LLM_BASE_URL" in err["message"]
+    r = c.post("/v1/memories", json={"record": ENTITY, **A, "infer": "background"})
+    assert error_of(r, 422)["field"] == "infer"  # nothing to extract from a record: now
+    assert seeded.count(**A) == before  # nothing written
+    assert bare.extraction_errors == [] and c.app.state.kemem.core.extraction_errors == []
+    bare.close()
 
 
 # -- auth ---------------------------------------------------------------------------------
@@ -469,6 +671,21 @@ def test_serve_refuses_bad_keys_setting() -> None:
         assert "s3cret" not in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_serve_refuses_an_empty_api_key() -> None:
+    """An empty or blank key looks like a configured key (so a public address is allowed)
+    yet guards nothing: refused at start, without quoting it; the app refuses it too."""
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--host", "0.0.0.0"]
+    for bad in ('{"": ["*"]}', '{"   ": ["*"]}', '{" k-ok ": ["agent_a"]}'):
+        env = {**_env(), "KEMEM_SERVER_API_KEYS": bad}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (bad, proc.stderr[-500:])
+        assert "an API key is empty, blank or has spaces around it" in proc.stderr
+        assert "k-ok" not in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(ValueError, match="API key is empty"):
+        create_app(AsyncKemem(unreachable().settings.model_copy(update={
+            "server_api_keys": {"": ["*"]}})))  # fmt: skip
+
+
 def test_loopback_check() -> None:
     from kemem_es.cli.serve import is_loopback
 
@@ -499,8 +716,6 @@ def test_query_matches_the_golden_v23_json(kemem: Kemem) -> None:
     """``/query`` and ``/query_simple`` byte for byte as the seed's clients read them (apart
     from timings and score values). Regenerate after a deliberate change with
     KEMEM_UPDATE_GOLDEN=1."""
-    import json
-
     kemem.init()
     kemem.index_records(
         [

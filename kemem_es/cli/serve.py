@@ -54,6 +54,13 @@ def serve(
             detail = 'KEMEM_SERVER_API_KEYS must be a JSON object {"key": ["agent_id", ...]}'
         err_console.print(f"[red]error:[/red] settings: {detail}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from None
+    from kemem_es.server.auth import KeyRing
+
+    try:  # before the model loads: an unusable key setting fails at once
+        KeyRing(settings.server_api_keys)
+    except ValueError as exc:  # an empty or blank key (the message never quotes a key)
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INVALID) from None
     if not settings.server_api_keys and not is_loopback(host) and not insecure:
         err_console.print(
             f"[red]error:[/red] refusing to serve on {host} without API keys: set "

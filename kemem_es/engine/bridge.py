@@ -27,6 +27,7 @@ import contextvars
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
@@ -121,6 +122,14 @@ def offload(fn: Callable[..., T], *args: Any) -> T:
     loop = current.bridge.loop
     assert loop is not None  # set by Bridge.run before the core starts
     return await_here(loop.run_in_executor(None, functools.partial(fn, *args)))
+
+
+def pause(seconds: float) -> None:
+    """Sleep; inside an async verb without holding up the event loop (other requests go on)."""
+    if isinstance(greenlet.getcurrent(), _Core):
+        await_here(asyncio.sleep(seconds))
+    else:
+        time.sleep(seconds)
 
 
 def result_of(future: concurrent.futures.Future[T]) -> T:

@@ -18,7 +18,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kemem_es.config import Settings
-from kemem_es.errors import DeadlineExceeded, EngineUnavailable, KememError, Overloaded
+from kemem_es.errors import (
+    DeadlineExceeded,
+    EngineRefused,
+    EngineUnavailable,
+    KememError,
+    Overloaded,
+)
 
 if TYPE_CHECKING:
     from kemem_es.engine.bridge import Bridge
@@ -35,7 +41,16 @@ def _client_errors() -> tuple[type[Exception], ...]:
     return (OpenSearchException, ApiError, TransportError)
 
 
+def _serialization_errors() -> tuple[type[Exception], ...]:
+    from elastic_transport import SerializationError as TransportSerializationError
+    from opensearchpy.exceptions import SerializationError
+
+    return (SerializationError, TransportSerializationError)
+
+
 CLIENT_ERRORS = _client_errors()
+# The client could not encode (or decode) a body; its text quotes the whole body.
+SERIALIZATION_ERRORS = _serialization_errors()
 
 
 # What to do about an engine error, by a pattern of its text.
@@ -65,27 +80,96 @@ def error_reason(err: object) -> str:
     return str(err)
 
 
+def type_and_reason(err: object) -> str:
+    """``type: reason`` of an engine error object, without what a reason may quote of the
+    request: older engines put the query itself (user text) after "failed to create query:"."""
+    if not isinstance(err, dict):
+        return " ".join(str(err).split())[:300]
+    causes = err.get("root_cause") or [err]
+    first = causes[0] if isinstance(causes[0], dict) else err
+    kind = str(first.get("type") or err.get("type") or "error")
+    reason = " ".join(str(first.get("reason") or err.get("reason") or "").split())
+    reason = reason.split("{", 1)[0].rstrip(" :")[:300]
+    return f"{kind}: {reason}" if reason else kind
+
+
+def _inner_error(exc: BaseException) -> BaseException | None:
+    """What a serialization error wraps (the TypeError of a number past 64 bits...)."""
+    inner = exc.__cause__ or exc.__context__
+    wrapped = getattr(exc, "errors", ()) or exc.args
+    return inner or next((e for e in wrapped if isinstance(e, BaseException)), None)
+
+
+def _unencodable(exc: BaseException) -> bool:
+    """The client could not encode our request (not: could not read the engine's answer)."""
+    if not isinstance(exc, SERIALIZATION_ERRORS):
+        return False
+    return not isinstance(_inner_error(exc), json.JSONDecodeError | UnicodeDecodeError)
+
+
 def describe_client_error(exc: BaseException) -> str:
-    """One line for a client-library error (no traceback, no request body)."""
+    """One line for a client-library error: the engine's status, error type and reason, or the
+    connection failure — never the request (a serialization error's own text is the whole
+    body, user text included, and an error's text may quote it)."""
+    if isinstance(exc, SERIALIZATION_ERRORS):
+        inner = _inner_error(exc)
+        cause = " ".join(str(inner).split())[:200] if inner is not None else ""
+        what = "the request could not be encoded" if _unencodable(exc) else "unreadable answer"
+        return f"{what} ({cause or type(exc).__name__})"
+    status = status_of(exc) if isinstance(exc, Exception) else None
+    info = getattr(exc, "info", None)
+    body = info if isinstance(info, dict) else getattr(exc, "body", None)
+    if status is not None and isinstance(body, dict) and "error" in body:
+        return with_remedy(f"HTTP {status} {type_and_reason(body['error'])}")
+    if status is not None:  # an answer without an error object: its status says enough
+        return with_remedy(f"HTTP {status} {getattr(exc, 'error', '') or type(exc).__name__}")
     return with_remedy(" ".join(str(exc).split())[:300] or type(exc).__name__)
+
+
+def translate_client_error(exc: Exception, doing: str) -> KememError:
+    """Either client's exception as a KememError: a refused (HTTP 400) or unencodable request
+    is ``EngineRefused`` (the input's fault: retrying changes nothing), a busy engine
+    ``Overloaded``, a timeout ``DeadlineExceeded``, anything else ``EngineUnavailable``."""
+    why = describe_client_error(exc)
+    status = status_of(exc)
+    if _unencodable(exc):
+        return EngineRefused(f"{doing}: {why}")
+    if status == 400:
+        return EngineRefused(f"{doing}: the search engine refused the request: {why}")
+    if status == 429:
+        return Overloaded(f"{doing}: {why}")
+    if "timeout" in type(exc).__name__.lower():
+        current = _DEADLINE.get()
+        within = f"within the query's deadline of {current[1]:g} s" if current else "in time"
+        return DeadlineExceeded(f"{doing}: the search engine did not answer {within}")
+    return EngineUnavailable(f"{doing}: {why}")
+
+
+def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
+    """``resp`` when every shard answered. A search that some shards failed still answers
+    200 with the others' hits; where the answer must be whole (a list page, a scope delete,
+    a history) fewer results would pass for the truth, so that is an error here."""
+    shards = resp.get("_shards") or {}
+    failed = shards.get("failed") or 0
+    if failed:
+        failures = shards.get("failures") or [{}]
+        first = failures[0] if isinstance(failures[0], dict) else {}
+        why = type_and_reason(first.get("reason") or "no reason given")
+        total = shards.get("total", "?")
+        raise EngineUnavailable(f"{doing}: {failed} of {total} shards failed ({why})")
+    return resp
 
 
 @contextmanager
 def engine_errors(doing: str) -> Iterator[None]:
-    """Translate either client's exceptions into EngineUnavailable, once, at the seam."""
+    """Translate either client's exceptions into a KememError, once, at the seam (see
+    ``translate_client_error``)."""
     try:
         yield
     except KememError:
         raise
     except CLIENT_ERRORS as exc:
-        text = f"{doing}: {describe_client_error(exc)}"
-        if status_of(exc) == 429:
-            raise Overloaded(text) from exc
-        if "timeout" in type(exc).__name__.lower():
-            current = _DEADLINE.get()
-            within = f"within the query's deadline of {current[1]:g} s" if current else "in time"
-            raise DeadlineExceeded(f"{doing}: the search engine did not answer {within}") from exc
-        raise EngineUnavailable(text) from exc
+        raise translate_client_error(exc, doing) from exc
 
 
 @contextmanager

@@ -6,16 +6,19 @@ one :class:`Scope`, and records what it changed in the history index.
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import KeyedLock
+from kemem_es.engine.bridge import KeyedLock, pause
 from kemem_es.engine.client import Engine, engine_errors
-from kemem_es.errors import InvalidInput, KememError, NotFound
+from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
     Match,
@@ -30,7 +33,7 @@ from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MemoryKind, MemoryRecord
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
-from kemem_es.store.crud import ConcurrentChange, Crud, Stored, page_of
+from kemem_es.store.crud import Crud, Stored, page_of
 from kemem_es.store.documents import (
     LIFECYCLE_FIELDS,
     content_hash,
@@ -44,10 +47,12 @@ from kemem_es.store.layout import index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import Checked, validate_items
 
-RETRIES = 3
+RETRIES = 4
+BACKOFF_S = 0.02  # before the 2nd, 3rd, 4th try: up to 20, 40, 80 ms, jittered
 DEDUP_CHUNK = 256
 FIXED_FIELDS = ("id", "agent_id", "user_id", "db")  # an update cannot move a memory
 TIME_FIELDS = ("created_at", "updatetime")
+T = TypeVar("T")
 
 
 class MemoryService:
@@ -125,14 +130,8 @@ class MemoryService:
         results = []
         for c in checked:
             with self._turns.hold((c.scope, kind)):
-                for _ in range(RETRIES):
-                    try:
-                        results.append(self._add_one(c, kind, refresh, actor, dedup, said_now))
-                        break
-                    except ConcurrentChange:
-                        continue
-                else:
-                    raise KememError(f"memory {c.memory_id!r} kept changing under us; try again")
+                add = functools.partial(self._add_one, c, kind, refresh, actor, dedup, said_now)
+                results.append(retried(add, c.memory_id))
         return results
 
     def _add_one(
@@ -351,13 +350,18 @@ class MemoryService:
         for name in TIME_FIELDS:  # None clears a field; a memory's times cannot be cleared
             if name in changes and changes[name] is None:
                 raise InvalidInput(f"{name}: cannot be removed (give a date)", field=name)
-        for _ in range(RETRIES):
+
+        def attempt() -> AddResult:
             stored = self.crud.fetch(scope, memory_id, kind)
-            try:
-                return self._update(stored, changes, scope, refresh, actor, reason, similarity)
-            except ConcurrentChange:
-                continue
-        raise KememError(f"memory {memory_id!r} kept changing under us; try again")
+            return self._update(stored, changes, scope, refresh, actor, reason, similarity)
+
+        with self._one_memory(scope, memory_id):
+            return retried(attempt, memory_id)
+
+    def _one_memory(self, scope: Scope, memory_id: str) -> AbstractContextManager[None]:
+        """Updates and deletes of one memory take turns within this process: at once they
+        would only conflict on the engine and retry (other processes still can: retried)."""
+        return self._turns.hold(("memory", scope, memory_id))
 
     def _update(
         self,
@@ -424,15 +428,15 @@ class MemoryService:
         refresh: bool = False,
         actor: str = "api",
     ) -> Memory:
-        for _ in range(RETRIES):
+
+        def attempt() -> Memory:
             stored = self.crud.fetch(scope, memory_id, kind)
-            try:
-                self.crud.delete(scope, stored, actor, refresh)
-            except ConcurrentChange:
-                continue
+            self.crud.delete(scope, stored, actor, refresh)
             self.recent.forget(scope, stored.kind, stored.memory_id)
             return to_memory(stored.source, stored.kind)
-        raise KememError(f"memory {memory_id!r} kept changing under us; try again")
+
+        with self._one_memory(scope, memory_id):
+            return retried(attempt, memory_id)
 
     def delete_all(
         self,
@@ -455,6 +459,22 @@ class MemoryService:
         kind: MemoryKind | None = None,
     ) -> int:
         return self.crud.count(scope, filters, kind)
+
+
+def retried(attempt: Callable[[], T], memory_id: str) -> T:
+    """``attempt()`` (read, then write the version read) again while another writer changes
+    the memory in between, after a short jittered backoff (writers that collided at once
+    would collide again at once); ConcurrentChange when it kept changing."""
+    for n in range(RETRIES):
+        try:
+            return attempt()
+        except ConcurrentChange:
+            if n + 1 < RETRIES:
+                pause(random.uniform(0.5, 1.0) * BACKOFF_S * 2**n)
+    raise ConcurrentChange(
+        f"memory {memory_id!r} kept changing under us (other writers): nothing was written; "
+        "try again"
+    )
 
 
 def _same_record(new: MemoryRecord, old: MemoryRecord) -> bool:

@@ -66,6 +66,10 @@ class WritePaths:
             items = self._extract(data, names)
             out = self._write(items, scope, session_id, metadata, refresh, dedup, True)
         else:
+            # What would make the extraction fail whatever the LLM says (a record, no LLM
+            # configured) fails now, before the raw turn is written, not later in a log line.
+            self._messages(data)
+            self.extractor()
             out = self._write([("events", data)], scope, session_id, metadata, refresh, dedup)
 
             def later() -> list[AddResult]:
@@ -113,14 +117,17 @@ class WritePaths:
             out += self.memories.add_records([record], scope, kind, refresh, "api", fold, said_now)
         return out
 
-    def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:
+    @staticmethod
+    def _messages(data: AddInput) -> Messages:
+        """The turns to extract from; InvalidInput for a record (nothing to extract)."""
         if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
             raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
-        messages: Messages
         if isinstance(data, str):
-            messages = [{"role": "user", "content": data}]
-        else:
-            messages = [data] if isinstance(data, Mapping) else list(data)
+            return [{"role": "user", "content": data}]
+        return [data] if isinstance(data, Mapping) else list(data)
+
+    def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:
+        messages = self._messages(data)
         extract = functools.partial(
             self.extractor().extract,
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),

@@ -173,11 +173,15 @@ def create_app(
         )
         return response
 
+    # HEAD too (load balancers and uptime checks probe with it), kept out of the schema: one
+    # operation per path there, not two with the same id.
     @app.get("/healthz", tags=["ops"], summary="The process is up (no auth, no engine call)")
+    @app.head("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
+    @app.head("/readyz", include_in_schema=False)
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
         try:
             state = await km.readiness()

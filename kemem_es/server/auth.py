@@ -33,6 +33,14 @@ OPEN = Access(None)
 
 class KeyRing:
     def __init__(self, keys: dict[str, list[str]] | None) -> None:
+        """ValueError for an empty or blank key, or one with spaces around it: the first would
+        look like a configured key yet guard nothing, the other could never match a token
+        (the error does not quote the key)."""
+        for key in keys or {}:
+            if not key.strip() or key != key.strip():
+                raise ValueError(
+                    "KEMEM_SERVER_API_KEYS: an API key is empty, blank or has spaces around it"
+                )
         self._keys = {
             k: (None if "*" in agents else frozenset(agents)) for k, agents in (keys or {}).items()
         }

@@ -12,10 +12,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
+from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
 from kemem_es.errors import (
+    ConcurrentChange,
     EngineUnavailable,
     ExtractionError,
+    ExtractorNotConfigured,
     InvalidInput,
     KememError,
     MappingConflict,
@@ -23,6 +25,10 @@ from kemem_es.errors import (
 )
 
 log = logging.getLogger("kemem_es.server")
+
+# FastAPI's 400 for a body that json.loads could not even finish (nested past the recursion
+# limit, not UTF-8); a body that is merely not JSON is a RequestValidationError instead.
+_UNPARSABLE_BODY = "There was an error parsing the body"
 
 
 class ApiError(Exception):
@@ -56,9 +62,10 @@ def error_response(
 
 
 def _field_of(loc: Sequence[object]) -> str:
-    """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``."""
+    """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``; ``("body",)``
+    (no body at all) → ``body``."""
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "(body)"
+    return ".".join(parts) or "body"
 
 
 def kemem_error_response(exc: KememError) -> JSONResponse:
@@ -67,8 +74,15 @@ def kemem_error_response(exc: KememError) -> JSONResponse:
         return error_response(422, "invalid_input", str(exc), exc.field, **extra)
     if isinstance(exc, NotFound):
         return error_response(404, "not_found", str(exc))
+    if isinstance(exc, ConcurrentChange):  # other writers kept winning: worth a retry soon
+        resp = error_response(409, "conflict", str(exc))
+        resp.headers["Retry-After"] = "1"
+        return resp
     if isinstance(exc, EngineUnavailable):
         return error_response(503, "engine_unavailable", str(exc))
+    if isinstance(exc, ExtractorNotConfigured):  # no upstream to blame: the request asks
+        # for what this deployment lacks; the caller can drop infer (not a 502 to retry)
+        return error_response(422, "not_configured", str(exc), "infer")
     if isinstance(exc, ExtractionError):
         return error_response(502, "extraction_failed", str(exc))
     if isinstance(exc, MappingConflict):
@@ -76,15 +90,29 @@ def kemem_error_response(exc: KememError) -> JSONResponse:
     return error_response(500, "kemem_error", str(exc))
 
 
+def _unparsable_body(why: str) -> JSONResponse:
+    """Every body that is not usable JSON gets one shape: 422 naming ``body``."""
+    return error_response(422, "invalid_input", f"body: not valid JSON ({why})", "body")
+
+
 def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errs = exc.errors()
         first = errs[0] if errs else {"loc": (), "msg": "invalid request", "type": ""}
+        if first.get("type") == "json_invalid":  # its loc is the offset: "0", not a field
+            ctx = first.get("ctx")
+            return _unparsable_body(str(ctx.get("error") if isinstance(ctx, dict) else "not JSON"))
         field = _field_of(first.get("loc", ()))
         msg = "unknown field" if first.get("type") == "extra_forbidden" else first.get("msg")
         problems = [f"{_field_of(e.get('loc', ()))}: {e.get('msg')}" for e in errs[:20]]
         return error_response(422, "invalid_input", f"{field}: {msg}", field, problems=problems)
+
+    @app.exception_handler(RecursionError)
+    async def _deep(_: Request, exc: RecursionError) -> JSONResponse:
+        # Input nested past Python's recursion limit somewhere below the checks: the input's
+        # fault, not a server error (the filters have their own depth check).
+        return error_response(422, "invalid_input", "input nested too deeply")
 
     @app.exception_handler(KememError)
     async def _kemem(_: Request, exc: KememError) -> JSONResponse:
@@ -96,13 +124,13 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _UNPARSABLE_BODY:
+            return _unparsable_body("nested too deeply or not UTF-8")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
 
-    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: still a 503
+    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: translated here
 
         @app.exception_handler(cls)
         async def _client(_: Request, exc: Exception) -> JSONResponse:
-            return error_response(
-                503, "engine_unavailable", f"search engine: {describe_client_error(exc)}"
-            )
+            return kemem_error_response(translate_client_error(exc, "search engine"))

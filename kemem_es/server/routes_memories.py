@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, model_validator
+from fastapi import APIRouter, Body, Depends, Header, Query, Request
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
@@ -24,6 +24,8 @@ from kemem_es.store.history import LIMIT_MAX as HISTORY_LIMIT_MAX
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
 MAX_LIST = 1000
+MAX_FILTER_DEPTH = 64  # JSON levels: far beyond any real filter, far below the recursion limit
+_BOOL = TypeAdapter(bool)
 
 UserId = Query(None, description="the user (required for the user database)")
 AgentId = Query(None, description="the agent (default: KEMEM_DEFAULT_AGENT_ID)")
@@ -113,15 +115,33 @@ def scope_args(
 Scoped = Depends(scope_args)
 
 
+def _depth(value: Any) -> int:
+    """How deeply JSON containers nest in ``value`` (iterative: no recursion to overflow)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, level)
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _filters(raw: str | None) -> dict[str, Any] | None:
+    """The ``filters`` parameter as an object; 422 naming it for what is not one, including
+    JSON nested so deeply that parsing or compiling it would exhaust the recursion limit."""
     if raw is None or raw == "":
         return None
     try:
         value = json.loads(raw)
+    except RecursionError:
+        raise ApiError(422, "invalid_input", "filters: nested too deeply", "filters") from None
     except ValueError:
         raise ApiError(422, "invalid_input", "filters: not valid JSON", field="filters") from None
     if not isinstance(value, dict):
         raise ApiError(422, "invalid_input", "filters: must be a JSON object", field="filters")
+    if _depth(value) > MAX_FILTER_DEPTH:
+        raise ApiError(422, "invalid_input", "filters: nested too deeply", field="filters")
     return value
 
 
@@ -178,9 +198,12 @@ async def delete_all(
     filters: str | None = Query(None, description="JSON filter object"),
     forget: bool = Query(False, description="also strip this scope's history of its texts"),
     confirm: bool = Query(False, description="true: really delete (else 400 with the count)"),
+    x_confirm_delete: str | None = Header(
+        None, description="the same as confirm (the same values: true, 1, yes, on...)"
+    ),
 ) -> DeleteAllResponse:
     km, flt = _km(request), _filters(filters)
-    confirmed = confirm or request.headers.get("x-confirm-delete", "").lower() == "true"
+    confirmed = confirm or _header_bool(x_confirm_delete, "X-Confirm-Delete")
     if not confirmed:
         n = await km.count(**scope.kw(), filters=flt, kind=kind)
         raise ApiError(
@@ -193,6 +216,19 @@ async def delete_all(
         )
     n = await km.delete_all(**scope.kw(), filters=flt, kind=kind, forget=forget)
     return DeleteAllResponse(deleted=n)
+
+
+def _header_bool(raw: str | None, name: str) -> bool:
+    """A yes/no header read like a boolean query parameter, so ``confirm=1`` and
+    ``X-Confirm-Delete: 1`` mean the same; 422 naming the header for anything else."""
+    if raw is None:
+        return False
+    try:
+        return _BOOL.validate_python(raw.strip())
+    except ValidationError:
+        raise ApiError(
+            422, "invalid_input", f"{name}: not a boolean (true/false, 1/0, yes/no)", name
+        ) from None
 
 
 @router.get("/{memory_id}", summary="One memory by id")

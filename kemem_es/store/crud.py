@@ -16,8 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.client import Engine, engine_errors
-from kemem_es.errors import InvalidInput, NotFound
+from kemem_es.engine.client import (
+    Engine,
+    check_shards,
+    engine_errors,
+    type_and_reason,
+    with_remedy,
+)
+from kemem_es.errors import (
+    ConcurrentChange,
+    EngineRefused,
+    EngineUnavailable,
+    InvalidInput,
+    NotFound,
+)
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
 from kemem_es.store.filters import compile_filters
@@ -143,7 +155,8 @@ class Crud:
             body["search_after"] = decode_cursor(cursor)
         indices = ",".join(self.alias(scope, k) for k in kinds)
         with engine_errors("listing memories"):
-            hits = self.engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
+            resp = self.engine.search(indices, body, routing=scope.routing)
+        hits = check_shards(resp, "listing memories")["hits"]["hits"]
         out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
         nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
         return out, nxt
@@ -173,7 +186,9 @@ class Crud:
         with engine_errors("reading history"):
             # History is read rarely and right after changes: make every entry visible first.
             self.engine.refresh(history_alias(self.prefix))
-            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+            resp = self.engine.search(history_alias(self.prefix), body)
+        check_shards(resp, "reading history")
+        hits = resp["hits"]["hits"]
         return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
 
     # -- writes ---------------------------------------------------------------------------
@@ -195,7 +210,7 @@ class Crud:
     ) -> None:  # fmt: skip
         """Write a changed memory over the version that was read (conflict → retry above)."""
         action = self._action("index", scope, stored.kind, stored.memory_id, stored)
-        self._bulk_one([action, doc], entry, refresh)
+        self._bulk_one([action, doc], entry, refresh, scope, stored.memory_id)
 
     def patch(
         self, scope: Scope, stored: Stored, doc: dict[str, Any], entry: dict[str, Any],
@@ -207,31 +222,46 @@ class Crud:
         ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
         script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
-        self._bulk_one([action, {"script": script}], entry, refresh)
+        self._bulk_one([action, {"script": script}], entry, refresh, scope, stored.memory_id)
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],
         entry: dict[str, Any], refresh: bool,
     ) -> None:  # fmt: skip
-        self._bulk_one([self._action("create", scope, kind, memory_id), doc], entry, refresh)
+        action = self._action("create", scope, kind, memory_id)
+        self._bulk_one([action, doc], entry, refresh, scope, memory_id)
 
     def delete(self, scope: Scope, stored: Stored, actor: str, refresh: bool) -> None:
         action = self._action("delete", scope, stored.kind, stored.memory_id, stored)
         entry = history.entry(
             scope, stored.memory_id, stored.kind, "DELETE", actor, old=stored.source
         )
-        self._bulk_one([action], entry, refresh)
+        self._bulk_one([action], entry, refresh, scope, stored.memory_id)
 
-    def _bulk_one(self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool) -> None:
+    def _bulk_one(
+        self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool, scope: Scope,
+        memory_id: str,
+    ) -> None:  # fmt: skip
+        """One memory's write, then its history entry. A failed item says why in the caller's
+        terms: a conflict (retry), the memory gone meanwhile (NotFound: deleted by another
+        writer between our read and this write), the index gone (run init), or a refusal —
+        never with the engine's internal id, which the caller never sees."""
         with engine_errors("writing a memory"):
             resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
         item = next(iter(resp["items"][0].values()))
         status = item.get("status", 0)
+        error = item.get("error") or {}
         if status == 409:
-            raise ConcurrentChange(item.get("error", {}).get("reason", "version conflict"))
+            raise ConcurrentChange(f"memory {memory_id!r} changed meanwhile")
+        if status == 404 and "index_not_found" in str(error.get("type", "")):
+            what = f"{error.get('type')}: {error.get('reason', 'no such index')}"
+            raise EngineUnavailable(with_remedy(f"writing a memory: {what}"))
+        if status == 404:
+            raise NotFound(f"no memory {memory_id!r} among the {scope.describe()}")
         if status >= 300:
-            reason = item.get("error", {}).get("reason", f"status {status}")
-            raise InvalidInput(f"the engine refused the memory: {reason}")
+            why = type_and_reason(error) if error else f"status {status}"
+            why = why.replace(str(item.get("_id", "")), repr(memory_id)) if item.get("_id") else why
+            raise EngineRefused(f"the engine refused memory {memory_id!r}: {why}")
         with engine_errors("recording history"):
             self.engine.bulk(history.bulk_lines(self.prefix, [entry]))
 
@@ -341,10 +371,6 @@ class Crud:
                 keep = [{"term": {"event": "FORGET"}}]
                 body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}
                 self.engine.delete_by_query(history_alias(self.prefix), body)
-
-
-class ConcurrentChange(InvalidInput):
-    """The memory changed between read and write; the caller re-reads and retries."""
 
 
 def to_memories(rows: Sequence[tuple[MemoryKind, dict[str, Any]]]) -> list[Memory]:

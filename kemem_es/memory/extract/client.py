@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from kemem_es.errors import ExtractionError
+from kemem_es.errors import ExtractionError, ExtractorNotConfigured
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
@@ -107,9 +107,9 @@ class OpenAIExtractor:
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAIExtractor:
         if not settings.llm_base_url or not settings.llm_model:
-            raise ExtractionError(
-                "infer=True needs an LLM: set KEMEM_LLM_BASE_URL (an OpenAI-compatible "
-                "endpoint, e.g. https://api.openai.com/v1) and KEMEM_LLM_MODEL"
+            raise ExtractorNotConfigured(
+                "infer: needs an LLM, and none is configured: set KEMEM_LLM_BASE_URL (an "
+                "OpenAI-compatible endpoint, e.g. https://api.openai.com/v1) and KEMEM_LLM_MODEL"
             )
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
         return cls(
