@@ -21,7 +21,7 @@ from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
-from kemem_es.memory.inputs import AddInput
+from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.bulk import IndexReport
@@ -115,9 +115,14 @@ class WritePaths:
             raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
         messages: Messages
         if isinstance(data, str):
-            messages = [{"role": "user", "content": data}]
+            messages = [{"role": "user", "content": utf8_text(data, "text")}]
         else:
             messages = [data] if isinstance(data, Mapping) else list(data)
+            for i, m in enumerate(messages):  # refused here, not by the extractor's HTTP call
+                if isinstance(m, Mapping) and isinstance(m.get("content"), str):
+                    utf8_text(m["content"], f"messages[{i}].content")
+        for name, value in names.items():
+            utf8_text(value, name)
         extract = functools.partial(
             self.extractor().extract,
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
