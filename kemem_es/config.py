@@ -12,7 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Everything configurable in one place; nothing about a cluster is hard-coded elsewhere."""
 
-    model_config = SettingsConfigDict(env_prefix="KEMEM_", extra="ignore")
+    # allow_inf_nan: KEMEM_QUERY_TIMEOUT_S=inf or a NaN threshold would pass every bound
+    model_config = SettingsConfigDict(env_prefix="KEMEM_", extra="ignore", allow_inf_nan=False)
 
     # Local engine (used when es_url is unset).
     home: Path = Field(default=Path("~/.kemem"), description="local engine home: jars, data, logs")

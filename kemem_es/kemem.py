@@ -27,7 +27,7 @@ from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks
-from kemem_es.memory.inputs import AddInput
+from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord
@@ -160,6 +160,7 @@ class Kemem:
         if not isinstance(text, str):
             kind_of = type(text).__name__
             raise InvalidInput(f"text: the utterance as a string, not {kind_of}", field="text")
+        utf8_text(text, "text")
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:

@@ -84,3 +84,25 @@ def test_metadata_must_be_a_mapping() -> None:
     with pytest.raises(InvalidInput) as exc:
         to_record_data("木木胃疼", "events", SCOPE, None, [1], NOW)
     assert exc.value.field == "metadata"
+
+
+LONE = "\ud800 x"  # a lone surrogate, as a JSON "\ud800" escape arrives
+
+
+def test_text_utf8_cannot_encode_is_refused_not_a_unicode_error() -> None:
+    """It reached the id's sha1 (UnicodeEncodeError, a 500 over HTTP)."""
+    with pytest.raises(InvalidInput, match="lone surrogate") as exc:
+        record(LONE)
+    assert exc.value.field == "text"
+    with pytest.raises(InvalidInput, match="lone surrogate") as exc:
+        record([{"role": "user", "content": "你好"}, {"role": "assistant", "content": LONE}])
+    assert exc.value.field == "messages[1].content"
+
+
+def test_a_query_utf8_cannot_encode_is_refused_before_the_engine() -> None:
+    from kemem_es import Kemem
+
+    km = Kemem(es_url="http://127.0.0.1:9")  # never reached
+    with pytest.raises(InvalidInput, match="lone surrogate") as exc:
+        km.query(LONE, user_id="u1", agent_id="qiyu")
+    assert exc.value.field == "text"

@@ -220,11 +220,37 @@ def test_filters_apply_to_search_and_delete_all(filtered) -> None:
         ({"strength": {"gte": float("nan")}}, "expects a finite number"),
         ({"metadata.n": {"gt": float("inf")}}, "expects a finite number"),
         ({"metadata.n": {"in": [float("nan")]}}, "expects a finite number"),
+        # the client could not encode them: reported as the engine being unavailable
+        ({"recall_count": {"gt": 99999999999999999999}}, "signed 64-bit range"),
+        ({"metadata.n": {"gt": -(2**64)}}, "signed 64-bit range"),
+        ({"metadata.a.b": "x"}, "no dots"),  # metadata keys are flat: it matched nothing
     ],
 )
 def test_bad_filters_are_named(filtered, filters: dict, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         filtered.get_all(**A, filters=filters)
+
+
+def test_dates_the_engine_reads_are_written_and_the_rest_refused_first(kemem) -> None:
+    """Metadata text in any date shape the records accept is stored (the engine's format read
+    neither "2025-06-01 12:00" nor a space before an offset: the bulk write failed); text that
+    only looks like a date stays text; an offset beyond ±18:00 is refused before anything."""
+    kemem.init()
+    meta = {"at": "2025-06-01 12:00", "tz": "2025-06-01 12:00:00+08:00", "code": "2025-02-30"}
+    far = _event(2, created_at="2025-06-01T12:00:00+18:00")
+    kemem.index_records([{**A, **_event(1, metadata=meta)}, {**A, **far}], "events")
+    assert kemem.get("m1", **A).metadata == meta
+    assert kemem.count(**A, filters={"metadata.at": {"gte": "2025-06-01 11:59"}}) == 1
+    assert kemem.count(**A, filters={"metadata.tz": {"lt": "2025-06-01T04:01:00Z"}}) == 1
+    assert kemem.count(**A, filters={"metadata.code": "2025-02-30"}) == 1
+    with pytest.raises(InvalidInput, match="beyond ±18:00"):
+        kemem.index_records(
+            [{**A, **_event(3)}, {**A, **_event(4, updatetime="2025-06-01T12:00:00+20:00")}],
+            "events",
+        )
+    with pytest.raises(InvalidInput, match="day is out of range"):
+        kemem.get_all(**A, filters={"created_at": {"gte": "2025-02-30"}})
+    assert kemem.count(**A) == 2  # m3 was not written either
 
 
 def test_delete_all_removes_exactly_one_users_memories(kemem) -> None:

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -14,10 +15,14 @@ from pydantic import (
     model_validator,
 )
 
+from kemem_es.errors import InvalidInput
+from kemem_es.models import check_time, check_utf8
+from kemem_es.store.filters import compile_filters
 from kemem_es.text.dialogue import context_lines
 
 Mode = Literal["fusion", "bm25", "vector", "rrf", "two_stage"]
 Path_ = Literal["auto", "exact", "approx"]
+MAX_EXCLUDE_IDS = 10_000  # one terms clause; the engine refuses more than 65,536 terms
 
 
 class Weights(BaseModel):
@@ -31,6 +36,8 @@ class Weights(BaseModel):
     set 0.930 → 0.936 (the single modes unchanged; any ratio w_kw·span/w_vec in 0.16–0.22
     measured the same on half a), MemDaily (2,954 queries) per user 0.869 → 0.868 (nDCG@10 0.933
     both), pooled 0.319 → 0.321 (bench/results/2026-11-26-quality, round 4)."""
+
+    model_config = ConfigDict(allow_inf_nan=False)  # NaN would pass the sum check below
 
     kw: float = Field(0.48, ge=0)
     vec: float = Field(0.47, ge=0)
@@ -53,7 +60,7 @@ class EntityWeights(BaseModel):
     dev set (bench/entities), chosen on half a: Chinese recall 0.514 → 0.537 with the name,
     precision 0.865 → 0.858, turns about nothing still get nothing."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     kw: float = Field(0.6, gt=0)
     vec: float = Field(0.4, ge=0)
@@ -85,9 +92,10 @@ CONTEXT_INPUT: dict[str, Any] = {
 
 class QueryParams(BaseModel):
     """One query's knobs (docs/SPEC.md §2); defaults follow the ES generation of the old service.
-    An unknown knob is an error, never silently ignored."""
+    An unknown knob is an error, never silently ignored; so is a NaN or infinite number (an
+    infinite half-life overflowed the time decay)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     agent_id: str = Field(min_length=1)
     user_id: str = Field(min_length=1)
@@ -182,8 +190,9 @@ class QueryParams(BaseModel):
     )
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
-    now: datetime | None = None
-    exclude_ids: list[str] = Field(default_factory=list)
+    # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
+    now: Annotated[datetime | None, AfterValidator(check_time)] = None
+    exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE_IDS)
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )
@@ -287,6 +296,25 @@ class QueryParams(BaseModel):
             return ""
         if isinstance(value, list | tuple):
             return context_lines(value)
+        return value
+
+    @field_validator("agent_id", "user_id", "context", "user_name", "agent_name", "exclude_ids")
+    @classmethod
+    def _utf8(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for text in value if isinstance(value, list) else [value]:
+            if text is not None:
+                check_utf8(text)
+        return value
+
+    @field_validator("filters")
+    @classmethod
+    def _filters_compile(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Checked now, as ``get_all`` checks them, so a bad filter is an invalid option
+        before anything uses it (a filter nested 2,000 deep broke even its own repr)."""
+        try:
+            compile_filters(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
         return value
 
     @model_validator(mode="after")

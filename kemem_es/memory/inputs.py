@@ -10,11 +10,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from kemem_es.errors import InvalidInput
-from kemem_es.models import MemoryKind, has_visible_text
+from kemem_es.models import MemoryKind, check_utf8, has_visible_text
 from kemem_es.store.scope import Scope
 
 Message = Mapping[str, Any]
 AddInput = str | Sequence[Message] | Mapping[str, Any] | BaseModel
+
+
+def utf8_text(text: str, field: str) -> str:
+    """``text`` as given, or InvalidInput naming ``field`` when UTF-8 cannot encode it
+    (``models.check_utf8``): the text of an add or a query, before it is hashed or searched."""
+    try:
+        return check_utf8(text)
+    except ValueError as exc:
+        raise InvalidInput(f"{field}: {exc}", field=field) from None
 
 
 def join_messages(messages: Sequence[Message | str]) -> str:
@@ -31,7 +40,7 @@ def join_messages(messages: Sequence[Message | str]) -> str:
                 f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
                 field=f"messages[{i}]",
             )
-        if has_visible_text(content):
+        if has_visible_text(utf8_text(content, f"messages[{i}].content")):
             lines.append(content.strip())
     if not lines:
         raise InvalidInput("messages: no text to remember", field="messages")
@@ -68,7 +77,7 @@ def to_record_data(
             if isinstance(data, str)
             else join_messages([data] if isinstance(data, Mapping) else list(data))
         )
-        if not has_visible_text(text):
+        if not has_visible_text(utf8_text(text, "text")):
             raise InvalidInput("text: no text to remember", field="text")
         # Identified by its text alone: the same words said again are the same memory (NOOP),
         # whenever they are said.

@@ -21,7 +21,7 @@ from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
-from kemem_es.memory.inputs import AddInput
+from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.bulk import IndexReport
@@ -123,11 +123,18 @@ class WritePaths:
         if isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data):
             raise InvalidInput("infer: needs text or chat messages, not a record", field="infer")
         if isinstance(data, str):
-            return [{"role": "user", "content": data}]
-        return [data] if isinstance(data, Mapping) else list(data)
+            messages: Messages = [{"role": "user", "content": utf8_text(data, "text")}]
+        else:
+            messages = [data] if isinstance(data, Mapping) else list(data)
+            for i, m in enumerate(messages):  # refused here, not by the extractor's HTTP call
+                if isinstance(m, Mapping) and isinstance(m.get("content"), str):
+                    utf8_text(m["content"], f"messages[{i}].content")
+        return messages
 
     def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:
         messages = self._messages(data)
+        for name, value in names.items():
+            utf8_text(value, name)
         extract = functools.partial(
             self.extractor().extract,
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),

@@ -22,14 +22,12 @@ import numpy as np
 
 from kemem_es.contract.memory import Memory
 from kemem_es.models import (
-    DATE_TEXT,
-    MAX_YEAR,
-    MIN_YEAR,
     RECORD_TYPES,
     EntityRecord,
     EventRecord,
     MemoryKind,
     MemoryRecord,
+    read_date_text,
 )
 from kemem_es.store import vector_code
 from kemem_es.store.layout import ID_FIELD, UID_FIELD, VECTOR_CODE_FIELD, VECTOR_FIELD
@@ -92,20 +90,23 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def is_date_text(text: str) -> bool:
-    if not DATE_TEXT.match(text):
-        return False
+def date_value(text: str) -> str | None:
+    """A metadata text as the engine's date sub-field holds it, or None when it is not a date
+    the records' rule (``models.read_date_text``) accepts. Such a text ("2025-02-30", an offset
+    of +20:00) stays plain keyword metadata: metadata is the caller's free-form data, so it is
+    not refused for looking almost like a date. The value is written in ISO 8601 with a ``T``
+    (``2025-06-01 12:00`` → ``2025-06-01T12:00:00``), the one form the engine's format reads
+    for every shape the rule allows."""
     try:
-        year = datetime.fromisoformat(text.replace("Z", "+00:00")).year
+        return read_date_text(text).isoformat()
     except ValueError:
-        return False
-    return MIN_YEAR <= year <= MAX_YEAR
+        return None
 
 
 def meta_entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     """Typed entries for filtering. The JSON type of a value chooses its field: text →
-    ``kw`` (and ``date`` too when it reads as an ISO date), number → ``num``, true/false →
-    ``bool``. A list gives one entry per item."""
+    ``kw`` (and ``date`` too when it reads as a date, see ``date_value``), number → ``num``,
+    true/false → ``bool``. A list gives one entry per item."""
     out: list[dict[str, Any]] = []
     for key, value in metadata.items():
         for item in value if isinstance(value, list) else [value]:
@@ -115,8 +116,9 @@ def meta_entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append({"key": key, "num": item})
             elif isinstance(item, str):
                 entry: dict[str, Any] = {"key": key, "kw": item}
-                if is_date_text(item):
-                    entry["date"] = item
+                when = date_value(item)
+                if when is not None:
+                    entry["date"] = when
                 out.append(entry)
     return out
 

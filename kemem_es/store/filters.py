@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from kemem_es.errors import InvalidInput
-from kemem_es.models import parse_time
-from kemem_es.store.documents import is_date_text
+from kemem_es.models import META_KEY, check_utf8, parse_time
+from kemem_es.store.documents import date_value
 
 FieldType = Literal["keyword", "number", "date"]
 
@@ -48,6 +48,7 @@ OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists")
 RANGE_OPS = ("gt", "gte", "lt", "lte")
 META_PREFIX = "metadata."
 MAX_DEPTH = 8
+INT64 = 2**63  # the engine's long; the client cannot even encode an integer beyond it
 
 
 def _bad(path: str, message: str) -> InvalidInput:
@@ -108,17 +109,32 @@ def _field_clause(name: str, spec: Any, where: str) -> dict[str, Any]:
     return parts[0] if len(parts) == 1 else {"bool": {"filter": parts}}
 
 
+def _number(value: int | float, where: str) -> int | float:
+    """A number the engine can compare: finite (NaN compares with nothing, yet the engine
+    matched all) and, for an integer, within the signed 64-bit range."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _bad(where, f"expects a finite number, got {value}")
+    if isinstance(value, int) and not -INT64 <= value < INT64:
+        raise _bad(where, "integer beyond the signed 64-bit range (±9.2e18)")
+    return value
+
+
+def _text(value: str, where: str) -> str:
+    try:
+        return check_utf8(value)
+    except ValueError as exc:
+        raise _bad(where, str(exc)) from None
+
+
 def _check_value(ftype: FieldType, value: Any, where: str) -> Any:
     if ftype == "keyword":
         if not isinstance(value, str | int) or isinstance(value, bool):
             raise _bad(where, f"expects text, got {type(value).__name__}")
-        return str(value)
+        return _text(value, where) if isinstance(value, str) else str(value)
     if ftype == "number":
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _bad(where, f"expects a number, got {type(value).__name__}")
-        if not math.isfinite(value):  # NaN compares with nothing, yet the engine matched all
-            raise _bad(where, f"expects a finite number, got {value}")
-        return value
+        return _number(value, where)
     try:
         return str(parse_time(value)).replace(" ", "T")
     except ValueError as exc:
@@ -153,8 +169,8 @@ def _builtin_clause(
 
 
 def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
-    if not key:
-        raise _bad(where, "metadata. needs a key")
+    if not META_KEY.match(key):  # a dotted key (metadata.a.b) can never match: keys are flat
+        raise _bad(where, f"metadata key {key!r}: 1–64 letters, digits, _ or - (no dots)")
     has_key: dict[str, Any] = {"term": {"meta.key": key}}
     if op == "exists":
         if not isinstance(value, bool):
@@ -166,9 +182,12 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
         v = values[0]
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             raise _bad(where, "expects a number or a date")
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _bad(where, f"expects a finite number, got {v}")
-        sub = "num" if not isinstance(v, str) else ("date" if is_date_text(v) else "kw")
+        if isinstance(v, str):
+            # the date sub-field holds what documents.date_value gives, in the same form
+            when = date_value(_text(v, where))
+            sub, v = ("date", when) if when is not None else ("kw", v)
+        else:
+            sub, v = "num", _number(v, where)
         cond: dict[str, Any] = {"range": {f"meta.{sub}": {op: v}}}
     else:
         by_field: dict[str, list[Any]] = {}
@@ -176,11 +195,9 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
             if isinstance(v, bool):
                 by_field.setdefault("meta.bool", []).append(v)
             elif isinstance(v, int | float):
-                if not math.isfinite(v):
-                    raise _bad(where, f"expects a finite number, got {v}")
-                by_field.setdefault("meta.num", []).append(v)
+                by_field.setdefault("meta.num", []).append(_number(v, where))
             elif isinstance(v, str):
-                by_field.setdefault("meta.kw", []).append(v)
+                by_field.setdefault("meta.kw", []).append(_text(v, where))
             else:
                 raise _bad(where, f"expects text, a number or true/false, got {type(v).__name__}")
         terms = [{"terms": {f: vs}} for f, vs in by_field.items()]

@@ -1,0 +1,78 @@
+"""Query options (contract/params.py) refuse what would fail later: numbers that are not finite,
+a ``now`` outside the records' time rule, too many ``exclude_ids``, filters the store would refuse
+(checked up front) and text UTF-8 cannot encode. No engine needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from kemem_es.config import Settings
+from kemem_es.contract.params import MAX_EXCLUDE_IDS, QueryParams
+
+LONE = "\ud800 x"  # a lone surrogate, as a JSON "\ud800" escape arrives
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"half_life_days": float("inf")},
+        {"strength_k": float("inf")},
+        {"vec_floor": float("nan")},
+        {"anchor_weight": float("nan")},
+        {"weights": {"kw": float("nan"), "vec": 0.5, "time": 0.25, "strength": 0.25}},
+        {"entity_weights": {"kw": float("inf")}},
+    ],
+)
+def test_query_numbers_must_be_finite(options: dict) -> None:
+    """half_life_days=Infinity was an OverflowError (500); a NaN weight passed the sum check."""
+    with pytest.raises(ValidationError, match="finite number"):
+        QueryParams(agent_id="a", user_id="u", **options)
+
+
+@pytest.mark.parametrize(
+    ("now", "message"),
+    [("0001-01-01T00:00:00", "year 1 is outside"), ("2025-06-01T12:00:00+20:00", r"\+20:00")],
+)
+def test_query_now_follows_the_records_time_rule(now: str, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        QueryParams(agent_id="a", user_id="u", now=now)
+    assert QueryParams(agent_id="a", user_id="u", now="2025-06-01T12:00:00+08:00").now
+
+
+def test_exclude_ids_are_bounded() -> None:
+    QueryParams(agent_id="a", user_id="u", exclude_ids=["m"] * MAX_EXCLUDE_IDS)
+    with pytest.raises(ValidationError, match="exclude_ids"):
+        QueryParams(agent_id="a", user_id="u", exclude_ids=["m"] * (MAX_EXCLUDE_IDS + 1))
+
+
+@pytest.mark.parametrize("op", ["not", "and", "or"])
+def test_deeply_nested_filters_are_refused_in_the_query_options(op: str) -> None:
+    """2,000 nested {"not": ...} used to reach the search and die of RecursionError."""
+    deep: dict[str, Any] = {"session_id": "s1"}
+    for _ in range(2000):
+        deep = {op: deep} if op == "not" else {op: [deep]}
+    with pytest.raises(ValidationError, match="nested deeper than"):
+        QueryParams(agent_id="a", user_id="u", filters=deep)
+    with pytest.raises(ValidationError, match="unknown field"):
+        QueryParams(agent_id="a", user_id="u", filters={"colour": "red"})
+
+
+def test_a_query_option_with_a_lone_surrogate_is_refused() -> None:
+    for option in ("context", "user_name", "exclude_ids"):
+        value = [LONE] if option == "exclude_ids" else LONE
+        with pytest.raises(ValidationError, match="lone surrogate"):
+            QueryParams(agent_id="a", user_id="u", **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("KEMEM_QUERY_TIMEOUT_S", "inf"), ("KEMEM_DEDUP_THRESHOLD", "nan")]
+)
+def test_settings_numbers_must_be_finite(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValidationError, match="finite number"):
+        Settings()
