@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from kemem_es.engine.bridge import KeyedLock
 from kemem_es.memory.dedup import Match, RecentWrites, closer
@@ -147,3 +148,38 @@ def test_a_cancelled_async_verb_gives_its_key_back() -> None:
         return await asyncio.wait_for(bridge.run(quick), 2)
 
     assert asyncio.run(main()) == "in"
+
+
+class _FailingSearch:
+    """An engine whose duplicate search answers one failed item, as a multi-search can."""
+
+    class settings:  # the Settings attribute the search reads
+        index_prefix = "t"
+
+    def __init__(self, item: dict) -> None:
+        self.item = item
+
+    def ann_query(self, field, vector, k, filters):
+        return {"match_all": {}}
+
+    def vector_function(self, field, vector, weight):
+        return {"weight": weight}
+
+    def msearch(self, searches):
+        return [self.item for _ in searches]
+
+
+def test_a_failed_duplicate_search_fails_the_write_instead_of_finding_none() -> None:
+    """Before, an item error read as "no similar memory": the fact was added, a duplicate."""
+    from kemem_es.errors import EngineRefused, EngineUnavailable
+    from kemem_es.memory.dedup import nearest
+
+    vec = unit(1.0, 0.0)
+    cases = [
+        ({"status": 503, "error": {"type": "search_phase_execution_exception"}}, EngineUnavailable),
+        ({"status": 400, "error": {"type": "parsing_exception"}}, EngineRefused),
+        ({"status": 404, "error": {"type": "index_not_found_exception"}}, EngineUnavailable),
+    ]
+    for item, error in cases:
+        with pytest.raises(error, match="looking for duplicates"):
+            nearest(_FailingSearch(item), [(A, EVENT, vec)], "events")  # type: ignore[arg-type]

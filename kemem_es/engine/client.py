@@ -145,6 +145,19 @@ def translate_client_error(exc: Exception, doing: str) -> KememError:
     return EngineUnavailable(f"{doing}: {why}")
 
 
+def raise_engine_error(resp: dict[str, Any], doing: str = "search") -> None:
+    """Raise for one failed item of a multi-search: a missing index says run init, the
+    engine's 400 is our request refused (EngineRefused), anything else is an outage."""
+    err = resp.get("error", {})
+    if "index_not_found" in str(err):
+        raise EngineUnavailable(
+            f"{doing} failed: an index is missing ({error_reason(err)}): run init"
+        )
+    if resp.get("status") == 400:  # our request, refused: not an outage (see EngineRefused)
+        raise EngineRefused(f"{doing} refused: {type_and_reason(err)}")
+    raise EngineUnavailable(with_remedy(f"{doing} failed: {type_and_reason(err)}"))
+
+
 def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
     """``resp`` when every shard answered. A search that some shards failed still answers
     200 with the others' hits; where the answer must be whole (a list page, a scope delete,

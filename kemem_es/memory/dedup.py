@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kemem_es.engine.client import Engine, Search, engine_errors
+from kemem_es.engine.client import Engine, Search, engine_errors, raise_engine_error
 from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
 from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
 from kemem_es.store.scope import Scope
@@ -134,7 +134,9 @@ def nearest(
         responses = engine.msearch(searches)
     out: list[Match | None] = []
     for (scope, _, _), resp in zip(items, responses, strict=True):
-        hits = resp.get("hits", {}).get("hits", []) if "error" not in resp else []
+        if "error" in resp:  # a write must not pass a failed duplicate check as "none found"
+            raise_engine_error(resp, "looking for duplicates")
+        hits = resp.get("hits", {}).get("hits", [])
         hit = hits[0] if hits else None
         if hit is None or not scope.owns(hit["_source"]):
             out.append(None)

@@ -13,8 +13,8 @@ from typing import Any
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine, Search, error_reason, type_and_reason, with_remedy
-from kemem_es.errors import EngineRefused, EngineUnavailable
+from kemem_es.engine.client import Engine, Search, raise_engine_error
+from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database, MemoryKind
 from kemem_es.search import anchor
@@ -438,14 +438,3 @@ class Searcher:
                 "answered from the others"
             )
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
-
-
-def raise_engine_error(resp: dict[str, Any]) -> None:
-    err = resp.get("error", {})
-    if "index_not_found" in str(err):
-        raise EngineUnavailable(
-            f"search failed: an index is missing ({error_reason(err)}): run init"
-        )
-    if resp.get("status") == 400:  # our request, refused: not an outage (see EngineRefused)
-        raise EngineRefused(f"search refused: {type_and_reason(err)}")
-    raise EngineUnavailable(with_remedy(f"search failed: {type_and_reason(err)}"))
