@@ -292,6 +292,14 @@ def test_an_update_that_changes_nothing_is_a_noop(kemem) -> None:
     assert kemem.update("u1", {"place": None}, **A).event == "UPDATE"  # None clears a field
     after = kemem.get("u1", **A)
     assert after.place in (None, "") and str(after.created_at).startswith("2024-07-01")
+    # A cleared field stays updatable (it is stored as null).
+    assert kemem.update("u1", "木木去看了海", **A).event == "UPDATE"
+    assert kemem.update("u1", {"place": "鼓浪屿"}, **A).memory.place == "鼓浪屿"
+    kemem.add({"id": "k1", "entity_name": "木木", "entity_type": "主体", "kind": "用户属性",
+               "description": "木木喜欢海", "keyword": "海", "updatetime": "2025-01-01"},
+              **A, kind="entities")  # fmt: skip
+    assert kemem.update("k1", {"keyword": None}, **A, kind="entities").event == "UPDATE"
+    assert kemem.update("k1", "木木非常喜欢海", **A, kind="entities").event == "UPDATE"
 
 
 @pytest.mark.engine

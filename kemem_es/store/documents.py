@@ -185,8 +185,11 @@ _RECORD_FIELDS: dict[MemoryKind, tuple[str, ...]] = {
 
 
 def to_record_data(source: dict[str, Any], kind: MemoryKind) -> dict[str, Any]:
-    """A stored document back as record input (what an update starts from)."""
-    data = {f: source[f] for f in _RECORD_FIELDS[kind] if f in source and f != "vector"}
+    """A stored document back as record input (what an update starts from); a field an
+    update cleared is stored as null and comes back absent."""
+    data = {
+        f: source[f] for f in _RECORD_FIELDS[kind] if source.get(f) is not None and f != "vector"
+    }
     data["id"] = source.get(ID_FIELD)
     return data
 
