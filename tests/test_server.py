@@ -366,6 +366,25 @@ def test_a_list_that_some_shards_failed_is_an_error_not_fewer_results(seeded: Ke
     engine.search = search
     assert seeded.count(**A) == 2  # the scope delete deleted nothing
 
+    # The chat path still answers from the shards that did, and says its answer may be short.
+    msearch = engine.msearch
+
+    def partial_msearch(searches: list, **kw: Any) -> list:
+        failure = {"reason": {"type": "io_exception", "reason": "disk gone"}}
+        return [
+            {**r, "_shards": {**r.get("_shards", {}), "failed": 1, "failures": [failure]}}
+            if "error" not in r
+            else r
+            for r in msearch(searches, **kw)
+        ]
+
+    engine.msearch = partial_msearch
+    r = c.post("/query", json={"query": "豆包", **A, "score_threshold": 0.0})
+    engine.msearch = msearch
+    assert r.status_code == 200 and r.headers.get("X-Kemem-Degraded"), r.headers
+    info = r.json()["additional_info"]
+    assert info["degraded"] is True and "shards failed" in info["degraded_reason"]
+
 
 @pytest.mark.engine
 def test_concurrent_changes_of_one_memory(seeded: Kemem) -> None:

@@ -151,25 +151,32 @@ def raise_engine_error(resp: dict[str, Any], doing: str = "search") -> None:
     err = resp.get("error", {})
     if "index_not_found" in str(err):
         raise EngineUnavailable(
-            f"{doing} failed: an index is missing ({error_reason(err)}): run init"
+            f"{doing} failed: an index is missing ({error_reason(err)}): run `kemem-es init`"
         )
     if resp.get("status") == 400:  # our request, refused: not an outage (see EngineRefused)
         raise EngineRefused(f"{doing} refused: {type_and_reason(err)}")
     raise EngineUnavailable(with_remedy(f"{doing} failed: {type_and_reason(err)}"))
 
 
-def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
-    """``resp`` when every shard answered. A search that some shards failed still answers
-    200 with the others' hits; where the answer must be whole (a list page, a scope delete,
-    a history) fewer results would pass for the truth, so that is an error here."""
+def shard_failure(resp: dict[str, Any]) -> str | None:
+    """What went wrong when some shards of a search failed (it still answers 200 with the
+    others' hits), else None."""
     shards = resp.get("_shards") or {}
     failed = shards.get("failed") or 0
-    if failed:
-        failures = shards.get("failures") or [{}]
-        first = failures[0] if isinstance(failures[0], dict) else {}
-        why = type_and_reason(first.get("reason") or "no reason given")
-        total = shards.get("total", "?")
-        raise EngineUnavailable(f"{doing}: {failed} of {total} shards failed ({why})")
+    if not failed:
+        return None
+    failures = shards.get("failures") or [{}]
+    first = failures[0] if isinstance(failures[0], dict) else {}
+    why = type_and_reason(first.get("reason") or "no reason given")
+    return f"{failed} of {shards.get('total', '?')} shards failed ({why})"
+
+
+def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
+    """``resp`` when every shard answered. Where the answer must be whole (a list page, a
+    scope delete, a history) fewer results would pass for the truth, so that is an error."""
+    failure = shard_failure(resp)
+    if failure:
+        raise EngineUnavailable(f"{doing}: {failure}")
     return resp
 
 
@@ -313,7 +320,8 @@ class Engine(ABC):
         self, index: str, query: dict[str, Any] | None = None, routing: str | None = None
     ) -> int:
         body = {"query": query} if query else None
-        return int(self._count(index, body, routing)["count"])
+        # A count some shards failed would be short (a "would delete N" that deletes more).
+        return int(check_shards(self._count(index, body, routing), "counting")["count"])
 
     def _count(
         self, index: str, body: dict[str, Any] | None, routing: str | None

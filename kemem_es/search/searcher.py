@@ -13,7 +13,7 @@ from typing import Any
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
 from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine, Search, raise_engine_error
+from kemem_es.engine.client import Engine, Search, raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database, MemoryKind
@@ -403,6 +403,7 @@ class Searcher:
         extra = [entity_search] if entity_search is not None else []
         responses = self.engine.msearch([*searches, *extra])
         clock.lap("search_events")
+        extra_responses = responses[len(searches) :]
         scored_entities = self.score_entities(params, responses[-1]) if extra else []
         bridges = self.text.bridge_words(params, words, scored_entities, names)
         limit = params.entity_limit if params.entity_limit is not None else params.limit
@@ -431,10 +432,20 @@ class Searcher:
             context_trimmed=trimmed,
             profile=profile,
         )
-        if missing:
-            info.degraded = True
-            info.degraded_reason = (
+        reasons = (
+            [
                 f"the {' and '.join(missing)} events index is missing (run `kemem-es init`): "
                 "answered from the others"
-            )
+            ]
+            if missing
+            else []
+        )
+        partial = [
+            f for r in (*responses[: len(searches)], *extra_responses) if (f := shard_failure(r))
+        ]
+        if partial:  # the chat path still answers, but says its answer may be short
+            reasons.append(f"a search was partial: {partial[0]}: answered from the rest")
+        if reasons:
+            info.degraded = True
+            info.degraded_reason = "; ".join(reasons)
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
