@@ -27,6 +27,7 @@ from kemem_es.text.dialogue import (
     sentences,
     split_label,
     split_transcript,
+    utterance_of,
 )
 
 
@@ -63,6 +64,17 @@ def test_speaker_labels_are_split_off() -> None:
     assert split_label("木木：我胃疼").speaker == "木木"
     assert split_label("assistant: how are you").text == "how are you"
     assert split_label("没有标签的一句话").speaker is None
+
+
+def test_an_utterance_loses_only_a_label_that_names_a_speaker() -> None:
+    """「外婆：她最近身体还好吗」 is about 外婆: stripping any ``X：`` as a label left nothing to
+    recall (0 events, against 3 without the colon)."""
+    assert utterance_of("外婆：她最近身体还好吗", ["木木", "黎深"]) == "外婆：她最近身体还好吗"
+    assert utterance_of("年糕：又把水杯打翻了", []) == "年糕：又把水杯打翻了"
+    assert utterance_of("木木：我胃疼", ["木木", None]) == "我胃疼"
+    assert utterance_of("User: my stomach hurts", []) == "my stomach hurts"
+    assert utterance_of("用户：我胃疼", []) == "我胃疼"
+    assert utterance_of("  没有标签  ", ["木木"]) == "没有标签"
     turns = context_turns("祁煜：今天画室来了新学生\n木木: 是吗\n\n", 4)
     assert [t.speaker for t in turns] == ["木木", "祁煜"]  # newest first
     assert context_turns("a：1\nb：2\nc：3", 2)[-1].text == "2"

@@ -250,6 +250,11 @@ def test_alternative_modes_run(km, mode: str) -> None:
     assert got
     if mode in ("bm25", "two_stage"):  # keywords choose the candidates
         assert "vec-only" not in got and "kw-only" in got
+    # Every mode's threshold holds on its own score (rrf's too: it was ignored there).
+    scored = [e.score for e in q(km, "最近总是失眠，晚上睡不着", mode=mode).memory_events]
+    cut = min(1.0, max(scored) + 0.01)
+    kept = q(km, "最近总是失眠，晚上睡不着", mode=mode, score_threshold=cut).memory_events
+    assert all(e.score >= cut for e in kept), (cut, kept)
 
 
 def test_response_contract_shape(km) -> None:

@@ -36,7 +36,7 @@ from kemem_es.search.query_text import QueryText
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.layout import DATABASES, index_alias
-from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, split_label
+from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
 from kemem_es.text.tokenizer import Tokenizer, normalize
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
@@ -275,8 +275,8 @@ class Searcher:
                 lists.append([(db, h) for h in hits])
             else:
                 ranked += [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
-        if mode == "rrf":
-            ranked = rrf_merge(lists, params.rrf_k)
+        if mode == "rrf":  # its score is by rank (fusion.rrf_merge); the threshold holds too
+            ranked = [r for r in rrf_merge(lists, params.rrf_k) if r[2] >= params.score_threshold]
         else:
             # By the engine's raw score (one offset for every database): the calibrated score is
             # clamped to [0, 1], and two databases' hits that both clamp at 1 keep their order.
@@ -372,7 +372,9 @@ class Searcher:
     def _query(self, text: str, params: QueryParams) -> QueryResponse:
         clock = Stopwatch()
         now = params.now or datetime.now()
-        utterance = split_label(text).text if text.strip() else text
+        turns = context_turns(params.context, params.context_turns)
+        speakers = [params.user_name, params.agent_name, *(t.speaker for t in turns)]
+        utterance = utterance_of(text, speakers) if text.strip() else text
         if params.prefilter and is_small_talk(utterance):
             # Greetings, acknowledgements, laughter, emoji: nothing to recall, no search.
             clock.lap("prefilter")
@@ -386,7 +388,6 @@ class Searcher:
                 skipped="small_talk",
             )
             return QueryResponse(additional_info=info)
-        turns = context_turns(params.context, params.context_turns)
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         self.learn_names()  # may search the engine: not inside the offloaded CPU stage
         (vector, trimmed, parts), mentioned = offload(self._embed, utterance, turns, params)

@@ -40,6 +40,24 @@ def split_label(line: str) -> Turn:
     return Turn(m.group(1), line[m.end() :].strip())
 
 
+# Labels that name a role, not a person: a chat app's transcript lines ("User: …", "用户：…").
+ROLE_LABELS = frozenset(
+    {"user", "assistant", "human", "ai", "bot", "system", "me", "用户", "助手", "我", "你", "ta"}
+)
+
+
+def utterance_of(text: str, speakers: Iterable[str | None]) -> str:
+    """The utterance without its speaker label, when it has one: a role word, or one of
+    ``speakers`` (the scope's user and agent names, the context's labels). Any other
+    ``X：`` is what was said: 「外婆：她最近身体还好吗」 is about 外婆, and dropping the word
+    as a label left nothing to recall."""
+    turn = split_label(text)
+    known = {s for s in speakers if s}
+    if turn.speaker is not None and (turn.speaker.lower() in ROLE_LABELS or turn.speaker in known):
+        return turn.text
+    return text.strip()
+
+
 def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
     """A list of turns (oldest first) in the string form ``context`` takes: one line per turn.
 
