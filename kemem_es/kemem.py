@@ -54,6 +54,22 @@ DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
 )
 
 
+def with_session(
+    filters: Mapping[str, Any] | None, session_id: str | None
+) -> Mapping[str, Any] | None:
+    """``session_id=`` of get_all / search / count / delete_all (docs/SPEC.md §7): the filter
+    ``{"session_id": …}`` together with the caller's own filters."""
+    if session_id is None:
+        return filters
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidInput("session_id: a non-empty string", field="session_id")
+    return (
+        {"and": [dict(filters), {"session_id": session_id}]}
+        if filters
+        else {"session_id": session_id}
+    )
+
+
 def _degraded(text: str, params: QueryParams, reason: str) -> QueryResponse:
     """The empty-but-valid answer of a degraded query."""
     info = AdditionalInfo(
@@ -370,6 +386,7 @@ class Kemem:
         limit: int = 5,
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
+        session_id: str | None = None,
         **options: Any,
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
@@ -385,7 +402,7 @@ class Kemem:
             user_id=user_id,
             agent_id=self._scope(agent_id, user_id, "user").agent_id,
             limit=limit,
-            filters=filters,
+            filters=with_session(filters, session_id),
             **options,
         )
 
@@ -445,10 +462,11 @@ class Kemem:
         kind: MemoryKind | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        session_id: str | None = None,
     ) -> MemoryPage:
         """A page of the scope's memories, newest first; ``next_cursor`` fetches the next."""
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.get_all(scope, filters, kind, limit, cursor)
+        return self.memories.get_all(scope, with_session(filters, session_id), kind, limit, cursor)
 
     def update(
         self,
@@ -488,12 +506,13 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         kind: MemoryKind | None = None,
         forget: bool = False,
+        session_id: str | None = None,
     ) -> int:
         """Delete every memory of one scope (matching ``filters``), events and entities.
         A scope is required: a user (user db) or, with ``db="official"``, an agent.
         ``forget=True`` also strips that scope's history of its texts. Returns the count."""
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.delete_all(scope, filters, kind, forget)
+        return self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
 
     def count(
         self,
@@ -503,10 +522,11 @@ class Kemem:
         db: Database = "user",
         filters: Mapping[str, Any] | None = None,
         kind: MemoryKind | None = None,
+        session_id: str | None = None,
     ) -> int:
         """How many memories of the scope match ``filters`` (what delete_all would delete)."""
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.count(scope, filters, kind)
+        return self.memories.count(scope, with_session(filters, session_id), kind)
 
     def history(
         self,

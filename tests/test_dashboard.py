@@ -222,6 +222,10 @@ def test_explore_gives_signals_weights_and_the_chat_prompt(seeded: Kemem) -> Non
     bad = {**body, "weights": {"kw": 0.9, "vec": 0.9, "time": 0, "strength": 0}}
     r = call(app, "POST", "/dashboard/api/explore", json=bad, headers=bearer("key-a"))
     assert r.status_code == 422 and "weights" in r.json()["error"]["message"]
+    for now in ("0001-01-01T00:00:00", "2025-01-01T00:00:00+20:00"):  # a 500 before
+        r = call(app, "POST", "/dashboard/api/explore", json={**body, "now": now},
+                 headers=bearer("key-a"))  # fmt: skip
+        assert r.status_code == 422 and r.json()["error"]["field"] == "now", r.text
     # An English query without chosen weights runs (and is shown) with the latin profile's.
     english = {"query": "how is the dog doing these days?", **A, "modes": ["fusion"]}
     r = call(app, "POST", "/dashboard/api/explore", json=english, headers=bearer("key-a"))

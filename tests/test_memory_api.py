@@ -341,3 +341,20 @@ def test_official_database_crud(kemem) -> None:
         kemem.get(r.id, **A)
     kemem.delete(r.id, **off, refresh=True)
     assert kemem.count(**off) == 0
+
+
+def test_session_id_narrows_get_all_search_count_and_delete_all(kemem) -> None:
+    """docs/SPEC.md §7 lists session_id on these verbs: the same as the filter on session_id."""
+    kemem.init()
+    kemem.add("木木周末去爬山了", **A, session_id="s1", refresh=True)
+    kemem.add("木木周末去看海了", **A, session_id="s2", refresh=True)
+    assert [m.text for m in kemem.get_all(**A, session_id="s1").results] == ["木木周末去爬山了"]
+    assert kemem.count(**A, session_id="s2") == 1
+    assert kemem.count(**A, session_id="s1", filters={"place": {"exists": True}}) == 0
+    hits = kemem.search("周末", **A, session_id="s2", threshold=0).memory_events
+    assert [h.description for h in hits] == ["木木周末去看海了"]
+    with pytest.raises(InvalidInput) as err:
+        kemem.count(**A, session_id="")
+    assert err.value.field == "session_id"
+    assert kemem.delete_all(**A, session_id="s1") == 1
+    assert [m.text for m in kemem.get_all(**A).results] == ["木木周末去看海了"]

@@ -34,9 +34,14 @@ def test_query_numbers_must_be_finite(options: dict) -> None:
 
 @pytest.mark.parametrize(
     ("now", "message"),
-    [("0001-01-01T00:00:00", "year 1 is outside"), ("2025-06-01T12:00:00+20:00", r"\+20:00")],
+    [
+        ("0001-01-01T00:00:00", "year 1 is outside"),
+        ("2025-06-01T12:00:00+20:00", r"\+20:00"),
+        (1700000000, "numbers are ambiguous"),
+        ("1700000000", "not a date"),
+    ],
 )
-def test_query_now_follows_the_records_time_rule(now: str, message: str) -> None:
+def test_query_now_follows_the_records_time_rule(now: object, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         QueryParams(agent_id="a", user_id="u", now=now)
     assert QueryParams(agent_id="a", user_id="u", now="2025-06-01T12:00:00+08:00").now
@@ -76,3 +81,16 @@ def test_settings_numbers_must_be_finite(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValidationError, match="finite number"):
         Settings()
+
+
+def test_an_aware_now_decays_from_its_instant() -> None:
+    """The decay origin is sent without an offset, as the engine reads stored naive times
+    (UTC): an aware ``now`` is converted, not cut (03:00+08:00 decayed from 03:00 UTC)."""
+    from datetime import datetime
+
+    from kemem_es.search.events import engine_instant
+
+    assert engine_instant(datetime.fromisoformat("2025-06-15T03:00:09+08:00")) == (
+        "2025-06-14T19:00:09"
+    )
+    assert engine_instant(datetime(2025, 6, 14, 19, 0, 9)) == "2025-06-14T19:00:09"

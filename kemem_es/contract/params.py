@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -16,7 +14,7 @@ from pydantic import (
 )
 
 from kemem_es.errors import InvalidInput
-from kemem_es.models import check_time, check_utf8
+from kemem_es.models import Time, check_utf8
 from kemem_es.store.filters import compile_filters
 from kemem_es.text.dialogue import context_lines
 
@@ -191,7 +189,7 @@ class QueryParams(BaseModel):
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
-    now: Annotated[datetime | None, AfterValidator(check_time)] = None
+    now: Time | None = None  # the records' time rule: a date string or datetime, no bare number
     exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE_IDS)
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"

@@ -24,7 +24,7 @@ vector, words, ``now`` and constants travel as params / query values, never as s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
@@ -131,6 +131,15 @@ def sentence_clause(
     }
 
 
+def engine_instant(t: datetime) -> str:
+    """``t`` as the engine reads a date without an offset (UTC, as stored naive times are):
+    an aware time is converted first, not cut off its offset (a query at 03:00+08:00 decayed
+    from 03:00 UTC, eight hours off)."""
+    if t.tzinfo is not None:
+        t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def signal_functions(
     engine: Engine,
     params: QueryParams,
@@ -156,7 +165,7 @@ def signal_functions(
             out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name] / span))
         elif name == "time":
             decay = {
-                "origin": now.strftime("%Y-%m-%dT%H:%M:%S"),
+                "origin": engine_instant(now),
                 "scale": f"{max(round(params.half_life_days * 24), 1)}h",
                 "decay": 0.5,
             }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import time
-from datetime import datetime
 from functools import cache
 from importlib import resources
 from string import Template
@@ -23,12 +22,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kemem_es import __version__
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.params import Mode, QueryParams, Weights
-from kemem_es.errors import KememError
+from kemem_es.errors import KememError, invalid_options
+from kemem_es.models import Time
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.dashboard.summary import summarize
 from kemem_es.server.errors import ApiError
@@ -131,7 +131,7 @@ class ExploreRequest(BaseModel):
     modes: list[Mode] = Field(default=["fusion"], min_length=1, max_length=2)  # copied per request
     weights: Weights | None = None
     score_threshold: float | None = Field(None, ge=0, le=1)
-    now: datetime | None = None
+    now: Time | None = None  # as in /query (the records' time rule)
     limit: int = Field(10, ge=1, le=50)
     user_name: str | None = Field(None, max_length=64)
     agent_name: str | None = Field(None, max_length=64)
@@ -168,7 +168,10 @@ async def explore(
     for name in ("user_name", "agent_name"):
         if getattr(body, name):
             options[name] = getattr(body, name)
-    used = QueryParams(user_id=body.user_id, agent_id=body.agent_id, **options)
+    try:
+        used = QueryParams(user_id=body.user_id, agent_id=body.agent_id, **options)
+    except ValidationError as exc:  # what /query answers with 422 is a 422 here too
+        raise invalid_options(exc) from None
     runs = []
     for mode in dict.fromkeys(body.modes):  # the same mode twice is one run
         resp = await km.query(
