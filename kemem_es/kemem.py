@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
@@ -30,7 +30,7 @@ from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
-from kemem_es.models import Database, MemoryKind, MemoryRecord
+from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
@@ -52,6 +52,9 @@ DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
     ("user_entities.jsonl", "entities", "user"),
     ("user_events.jsonl", "events", "user"),
 )
+
+
+_NOW: TypeAdapter[datetime | None] = TypeAdapter(Time | None)
 
 
 def with_session(
@@ -267,13 +270,19 @@ class Kemem:
         agent_name: str | None = None,
         exclude_texts: Sequence[str] = (),
     ) -> str:
-        """docs/SPEC.md §5 prompt text; ``exclude_texts``: what the dialogue already holds."""
+        """docs/SPEC.md §5 prompt text; ``exclude_texts``: what the dialogue already holds.
+        ``now`` follows the records' time rule, as ``query``'s does (a date string works)."""
         from kemem_es.prompt import render_prompt
 
+        try:
+            when = _NOW.validate_python(now)
+        except ValidationError as exc:
+            why = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+            raise InvalidInput(f"now: {why}", field="now") from None
         return render_prompt(
             response.memory_events,
             response.memory_entities,
-            now or datetime.now(),
+            when or datetime.now(),
             user_name,
             agent_name,
             exclude_texts,

@@ -179,3 +179,20 @@ def test_exclusion_and_duplicates() -> None:
     ]
     # A short dialogue turn inside a longer memory does not hide that memory.
     assert "看海" in render_prompt(events, [], NOW, None, None, exclude_texts=["看海"])
+
+
+def test_prompt_takes_now_as_query_does() -> None:
+    """A date string works as in ``query``; a bad one is InvalidInput (an AttributeError before)."""
+    from kemem_es import Kemem
+    from kemem_es.contract.response import AdditionalInfo, QueryResponse
+    from kemem_es.errors import InvalidInput
+
+    km = Kemem.__new__(Kemem)  # prompt() needs no engine
+    info = AdditionalInfo(
+        timings_ms={}, query="x", tokens=[], base_words=[], expanded_words=[], mode="fusion"
+    )
+    empty = QueryResponse(additional_info=info)
+    assert km.prompt(empty, now="2025-01-01") == km.prompt(empty)
+    with pytest.raises(InvalidInput) as err:
+        km.prompt(empty, now="2025-02-30")
+    assert err.value.field == "now"
