@@ -194,3 +194,48 @@ def test_overloaded_server_answers_429_and_still_serves_ops(kemem: Kemem) -> Non
     assert second.headers["Retry-After"] == "1"
     assert health.status_code == 200
     assert "kemem_overloaded_requests_total 1.0" in c.get("/metrics").text
+
+
+@contextmanager
+def write_blocked(km: Kemem, alias: str) -> Iterator[None]:
+    """The index refuses writes (read-only, as at the disk's flood stage): the engine's
+    state, not the input's fault."""
+    client = km.engine.client
+    name = next(iter(km.engine.get_index(alias)))
+    put = client.indices.put_settings
+    put(index=name, body={"index.blocks.write": True})
+    try:
+        yield
+    finally:
+        put(index=name, body={"index.blocks.write": None})
+
+
+def test_a_blocked_index_is_an_outage_and_nothing_claims_otherwise(kemem: Kemem) -> None:
+    """Before: delete_all / forget answered 0 (or success) with every memory still there, and
+    forgetting stripped the whole scope's history anyway; a blocked write was EngineRefused
+    (bad input, exit 2); a history entry the engine dropped went unnoticed."""
+    from kemem_es.errors import EngineRefused, WriteInterrupted
+
+    kemem.init()
+    scope = {"agent_id": "qiyu", "user_id": "u_block"}
+    ids = [kemem.add(t, **scope, refresh=True)[0].id for t in ("木木去爬山了", "木木去看海了")]
+    prefix = kemem.settings.index_prefix
+    with write_blocked(kemem, f"{prefix}-user-events"):
+        with pytest.raises(EngineUnavailable, match="0 of 2 were deleted") as err:
+            kemem.delete_all(**scope, forget=True)
+        assert not isinstance(err.value, EngineRefused)
+        with pytest.raises(EngineUnavailable) as err:
+            kemem.add("木木去逛街了", **scope)
+        assert not isinstance(err.value, EngineRefused)
+        record = {"id": "b1", "description": "木木去跑步了", "created_at": "2025-01-01", **scope}
+        with pytest.raises(WriteInterrupted) as stopped:
+            kemem.index_records([record], "events")
+        assert stopped.value.written == 0
+    assert kemem.count(**scope) == 2
+    for mid in ids:  # forgetting stopped before it stripped anything
+        first = kemem.history(mid, **scope)[0]
+        assert first.event == "ADD" and first.new_text
+    blocked = write_blocked(kemem, f"{prefix}-history")
+    with blocked, pytest.raises(EngineUnavailable, match="itself was written"):
+        kemem.update(ids[0], "木木去爬了黄山", **scope)
+    assert kemem.get(ids[0], **scope).text == "木木去爬了黄山"

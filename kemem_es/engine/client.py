@@ -171,6 +171,34 @@ def shard_failure(resp: dict[str, Any]) -> str | None:
     return f"{failed} of {shards.get('total', '?')} shards failed ({why})"
 
 
+def failed_items(resp: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of a bulk answer that failed (a delete of what was already gone did not)."""
+    out = []
+    for item in resp.get("items") or []:
+        res: dict[str, Any] = next(iter(item.values()), {})
+        status = res.get("status", 0)
+        if status >= 300 and not (status == 404 and res.get("result") == "not_found"):
+            out.append(res)
+    return out
+
+
+def is_refusal(status: int) -> bool:
+    """A bulk item the engine refused for what it holds (400: a malformed value): the record's
+    fault. A block (403: read-only index, disk flood stage), back-pressure (429) or a failing
+    node (5xx) is the engine's state, not the input's."""
+    return status == 400
+
+
+def check_bulk(resp: dict[str, Any], doing: str) -> None:
+    """Raise EngineUnavailable when items of a bulk that must be whole (history entries,
+    deletes) failed: they were silently dropped before."""
+    failed = failed_items(resp)
+    if failed:
+        why = type_and_reason(failed[0].get("error") or f"status {failed[0].get('status')}")
+        total = len(resp.get("items") or [])
+        raise EngineUnavailable(with_remedy(f"{doing}: {len(failed)} of {total} failed ({why})"))
+
+
 def check_shards(resp: dict[str, Any], doing: str) -> dict[str, Any]:
     """``resp`` when every shard answered. Where the answer must be whole (a list page, a
     scope delete, a history) fewer results would pass for the truth, so that is an error."""
@@ -370,6 +398,22 @@ Search = (
 )
 
 
+def _deleted(resp: dict[str, Any]) -> int:
+    """How many a delete-by-query deleted; its failures (a blocked index, a shard) raise, with
+    the count that did go, instead of passing for a smaller match."""
+    failures = resp.get("failures") or []
+    if failures:
+        first = failures[0] if isinstance(failures[0], dict) else {}
+        why = type_and_reason(first.get("cause") or first.get("reason") or "no reason given")
+        raise EngineUnavailable(
+            with_remedy(
+                f"deleting by query: {len(failures)} failed ({why}); "
+                f"{int(resp.get('deleted', 0))} were deleted"
+            )
+        )
+    return int(resp.get("deleted", 0))
+
+
 def _found(doc: dict[str, Any]) -> bool:
     """One document of an mget: found, or missing (also when its index is); a document the
     engine failed to read raises, so that a broken index is not taken for a missing memory."""
@@ -462,7 +506,7 @@ class OpenSearchEngine(Engine):
         resp = self.client.delete_by_query(
             index=index, body=body, refresh=True, conflicts="proceed"
         )
-        return int(resp.get("deleted", 0))
+        return _deleted(resp)
 
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
         self.client.indices.put_mapping(index=index, body={"properties": properties})
@@ -558,7 +602,7 @@ class ElasticsearchEngine(Engine):
         resp = self.client.delete_by_query(
             index=index, query=body["query"], refresh=True, conflicts="proceed"
         )
-        return int(resp.get("deleted", 0))
+        return _deleted(dict(resp))
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, **body)

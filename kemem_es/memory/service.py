@@ -287,8 +287,7 @@ class MemoryService:
             similarity=None if similarity is None else round(similarity, 4),
             matched_id=memory_id if similarity is not None else None,
         )  # fmt: skip
-        with engine_errors("recording history"):
-            self.engine.bulk(history.bulk_lines(self.crud.prefix, [entry]))
+        self.crud.record_history([entry], "recording history")
 
     @staticmethod
     def _hash(stored: Stored) -> str | None:

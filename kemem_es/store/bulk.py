@@ -21,7 +21,15 @@ import numpy as np
 import orjson
 
 from kemem_es.engine.bridge import offload, result_of
-from kemem_es.engine.client import CLIENT_ERRORS, Engine, describe_client_error
+from kemem_es.engine.client import (
+    CLIENT_ERRORS,
+    Engine,
+    check_bulk,
+    describe_client_error,
+    is_refusal,
+    type_and_reason,
+    with_remedy,
+)
 from kemem_es.errors import EngineUnavailable, KememError, WriteInterrupted
 from kemem_es.models import MemoryKind, MemoryRecord
 from kemem_es.store import history
@@ -185,7 +193,7 @@ class BulkWriter:
                     chunk = items[lo : lo + self.batch_size]
                     for batch in self._prepare(chunk, kind, report, actor):
                         while len(pending) >= SENDERS:
-                            report.merge(result_of(pending.popleft()))
+                            _merged(report, pending.popleft())
                         pending.append(pool.submit(self._send, batch))
                     if on_progress:
                         on_progress(min(lo + self.batch_size, len(items)), len(items))
@@ -194,7 +202,7 @@ class BulkWriter:
                 while pending:
                     job = pending.popleft()
                     try:
-                        report.merge(result_of(job))
+                        _merged(report, job)
                     except Exception:
                         if not pending:
                             raise
@@ -278,6 +286,7 @@ class BulkWriter:
         out = IndexReport()
         lines = batch.lines
         done: list[dict[str, Any]] = []
+        stopped: list[str] = []
         for attempt in range(self.max_retries + 1):
             resp = self.engine.bulk(lines)
             retry: list[dict] = []
@@ -293,18 +302,46 @@ class BulkWriter:
                     done.append(batch.history[doc_id])
                 elif status in RETRY_STATUSES and attempt < self.max_retries:
                     retry += lines[2 * n : 2 * n + 2]
-                else:
+                elif is_refusal(status):  # the record itself (a value the engine refused)
                     reason = res.get("error", {}).get("reason", f"status {status}")
                     out.rejected.append(f"{batch.labels.get(doc_id, doc_id)}: {reason}")
+                else:  # the engine's state (a blocked index, a failing node): not the record's
+                    stopped.append(type_and_reason(res.get("error") or f"status {status}"))
             if not retry:
                 break
             lines = retry
             time.sleep(0.5 * 2**attempt)
         else:  # pragma: no cover
             raise EngineUnavailable("bulk indexing kept failing after retries")
-        if done:
-            self.engine.bulk(history.bulk_lines(self.engine.settings.index_prefix, done))
+        try:
+            if done:
+                doing = f"recording history ({len(done)} memories were written)"
+                resp = self.engine.bulk(history.bulk_lines(self.engine.settings.index_prefix, done))
+                check_bulk(resp, doing)
+            if stopped:
+                raise EngineUnavailable(
+                    with_remedy(f"the engine did not take {len(stopped)} records ({stopped[0]})")
+                )
+        except KememError as exc:
+            raise _BatchStopped(str(exc), out) from exc
         return out
+
+
+class _BatchStopped(EngineUnavailable):
+    """A batch that stopped part-way, with what it did write (so the import's count is true)."""
+
+    def __init__(self, message: str, report: IndexReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _merged(report: IndexReport, job: Future[IndexReport]) -> None:
+    """Add a batch's counts to the import's, a stopped batch's too, before its error goes on."""
+    try:
+        report.merge(result_of(job))
+    except _BatchStopped as exc:
+        report.merge(exc.report)
+        raise
 
 
 _paused: Counter[str] = Counter()  # index → large loads of this process in progress on it

@@ -18,8 +18,10 @@ from typing import Any
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import (
     Engine,
+    check_bulk,
     check_shards,
     engine_errors,
+    is_refusal,
     type_and_reason,
     with_remedy,
 )
@@ -261,9 +263,16 @@ class Crud:
         if status >= 300:
             why = type_and_reason(error) if error else f"status {status}"
             why = why.replace(str(item.get("_id", "")), repr(memory_id)) if item.get("_id") else why
-            raise EngineRefused(f"the engine refused memory {memory_id!r}: {why}")
-        with engine_errors("recording history"):
-            self.engine.bulk(history.bulk_lines(self.prefix, [entry]))
+            if is_refusal(status):
+                raise EngineRefused(f"the engine refused memory {memory_id!r}: {why}")
+            raise EngineUnavailable(with_remedy(f"writing memory {memory_id!r}: {why}"))
+        self.record_history([entry], f"recording history (memory {memory_id!r} itself was written)")
+
+    def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
+        """History entries, all or an error: a dropped entry is a change with no record."""
+        with engine_errors(doing):
+            resp = self.engine.bulk(history.bulk_lines(self.prefix, entries))
+        check_bulk(resp, doing)
 
     def delete_scope(
         self,
@@ -323,13 +332,16 @@ class Crud:
             entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
         with engine_errors("deleting memories"):
             resp = self.engine.bulk(lines)
-            ok = [
-                e
-                for e, item in zip(entries, resp["items"], strict=True)
-                if item["delete"].get("result") == "deleted"
-            ]
-            if ok:
-                self.engine.bulk(history.bulk_lines(self.prefix, ok))
+        ok = [
+            e
+            for e, item in zip(entries, resp["items"], strict=True)
+            if item["delete"].get("result") == "deleted"
+        ]
+        if ok:
+            self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
+        # Not deleted (a blocked index, a failing shard): an error, never a smaller count;
+        # a scope's forget then stops before it strips any history.
+        check_bulk(resp, f"deleting memories ({len(ok)} of {len(rows)} were deleted)")
         return [e["uid"] for e in ok]
 
     def _pages_to_delete(
