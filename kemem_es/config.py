@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kemem_es.errors import InvalidInput
 
 
 class Settings(BaseSettings):
@@ -162,4 +164,20 @@ class Settings(BaseSettings):
 
 def get_settings(**overrides: Any) -> Settings:
     """Settings with explicit overrides (None values are ignored so CLI defaults fall through)."""
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise _settings_error(exc, given) from None
+
+
+def _settings_error(exc: ValidationError, given: dict[str, Any]) -> InvalidInput:
+    """A bad setting as one line naming what to fix: the KEMEM_* variable (or the option the
+    caller passed), not a pydantic traceback."""
+    problems = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err["loc"] else ""
+        name = field if field in given else f"KEMEM_{field.upper()}"
+        problems.append(f"{name}: {err['msg']}")  # not the value: it may be a key
+    first = problems[0] if problems else str(exc)
+    return InvalidInput(f"configuration: {first}", problems, field=first.split(":", 1)[0])

@@ -106,3 +106,30 @@ def test_a_query_utf8_cannot_encode_is_refused_before_the_engine() -> None:
     with pytest.raises(InvalidInput, match="lone surrogate") as exc:
         km.query(LONE, user_id="u1", agent_id="qiyu")
     assert exc.value.field == "text"
+
+
+@pytest.mark.parametrize(
+    ("env", "value"),
+    [
+        ("KEMEM_QUERY_TIMEOUT_S", "-1"),
+        ("KEMEM_ENGINE_PORT", "abc"),
+        ("KEMEM_SERVER_API_KEYS", "notjson"),
+    ],
+)
+def test_a_bad_setting_names_its_variable(monkeypatch, env: str, value: str) -> None:
+    """A pydantic traceback before; now one InvalidInput naming the variable (the CLI: exit 2),
+    without its value (it may be a key)."""
+    import subprocess
+    import sys
+
+    from kemem_es.config import get_settings
+
+    monkeypatch.setenv(env, value)
+    with pytest.raises(InvalidInput) as err:
+        get_settings()
+    assert err.value.field == env and value not in str(err.value)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", "engine", "status"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and env in proc.stderr and "Traceback" not in proc.stderr

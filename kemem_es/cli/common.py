@@ -62,7 +62,7 @@ def options_named(names: dict[str, str]) -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        if not exc.field:
+        if not exc.field or exc.field.startswith("KEMEM_"):  # a setting, not an option
             raise
         option = names.get(exc.field, "--" + exc.field.replace("_", "-"))
         detail = str(exc).split(": ", 1)[-1]
