@@ -12,7 +12,7 @@ from kemem_es.config import get_settings
 from kemem_es.engine import jdk, local
 from kemem_es.engine.jdk import ENGINES, Jdk, choose, find_jdks, major_of
 from kemem_es.engine.local import LocalEngine, java_major
-from kemem_es.errors import EngineSetupError
+from kemem_es.errors import EngineSetupError, InvalidInput
 
 
 def fake_jdk(root: Path, name: str, version: str, release_file: bool = True) -> Path:
@@ -130,7 +130,7 @@ def test_engine_version_setting(monkeypatch) -> None:
     monkeypatch.setenv("KEMEM_ENGINE_VERSION", "2.19")
     assert get_settings().engine_version == "2.19"
     monkeypatch.setenv("KEMEM_ENGINE_VERSION", "9.9")
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput, match="KEMEM_ENGINE_VERSION"):
         get_settings()
     monkeypatch.delenv("KEMEM_ENGINE_VERSION")
     assert get_settings().engine_version == "auto"
@@ -229,5 +229,23 @@ def test_simd_from_log_or_flags(tmp_path: Path) -> None:
 
 
 def test_port_must_fit_the_runner() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidInput, match="engine_port"):
         get_settings(engine_port=9400)
+
+
+def test_a_port_held_by_something_silent_fails_at_once(tmp_path: Path) -> None:
+    """Before: the node bound the next free port, kemem waited 180 s on this one and said the
+    engine did not answer."""
+    import socket
+    import time
+
+    port = next(p for p in range(9299, 9240, -1) if not local._ports_in_use(p, 1))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port))
+        holder.listen()  # accepts, never answers HTTP
+        settings = get_settings(home=tmp_path, engine_port=port, es_url=None)
+        start = time.monotonic()
+        with pytest.raises(EngineSetupError, match=f"port {port} is in use"):
+            LocalEngine(settings).start()
+        assert time.monotonic() - start < 30
+    assert local._ports_in_use(port, 1) == []  # free again

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -169,6 +170,12 @@ class LocalEngine:
             raise EngineSetupError(
                 f"port {self.settings.engine_port} already answers HTTP but not from a node this "
                 f"home ({self.settings.home}) started; stop it or set KEMEM_ENGINE_PORT"
+            )
+        busy = _ports_in_use(self.settings.engine_port, self.settings.engine_nodes)
+        if busy:  # the node would bind the next free port and never answer on this one
+            raise EngineSetupError(
+                f"port {busy[0]} is in use by another process (not an HTTP server); free it "
+                "or set KEMEM_ENGINE_PORT"
             )
         choice = self.choice()
         spec = self.install()
@@ -361,3 +368,17 @@ def _alive(pid: int) -> bool:
     except OSError:
         return True
     return state != "Z"
+
+
+def _ports_in_use(first: int, count: int) -> list[int]:
+    """The HTTP ports from ``first`` on that something already holds on loopback."""
+    busy = []
+    for port in range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # as the node binds: a port a stopped node left in TIME_WAIT is free
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                busy.append(port)
+    return busy
