@@ -22,12 +22,8 @@ def _local(
         raise EngineSetupError(
             f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}"
         )
-    try:
-        settings = get_settings(
-            home=home, engine_port=port, engine_version=version, engine_nodes=nodes
-        )
-    except ValueError as exc:  # pydantic's ValidationError: one line, not a traceback
-        raise EngineSetupError(" ".join(str(exc).split())[:300]) from None
+    # a bad setting is an InvalidInput naming its KEMEM_* variable (config.get_settings)
+    settings = get_settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)
     return LocalEngine(settings)
 
 

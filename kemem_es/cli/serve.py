@@ -9,6 +9,7 @@ import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, err_console, guarded
 from kemem_es.config import get_settings
+from kemem_es.errors import InvalidInput
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -48,9 +49,9 @@ def serve(
         raise typer.Exit(EXIT_INVALID)
     try:
         settings = get_settings()
-    except ValueError as exc:  # e.g. KEMEM_SERVER_API_KEYS that is not a JSON object of lists
-        detail = " ".join(str(exc).split())[:300]
-        if "server_api_keys" in detail:  # pydantic would quote the key itself
+    except InvalidInput as exc:  # a KEMEM_* setting, named (never quoting its value)
+        detail = str(exc)
+        if exc.field == "KEMEM_SERVER_API_KEYS":
             detail = 'KEMEM_SERVER_API_KEYS must be a JSON object {"key": ["agent_id", ...]}'
         err_console.print(f"[red]error:[/red] settings: {detail}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from None

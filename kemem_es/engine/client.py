@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kemem_es.config import Settings
+from kemem_es.config import Settings, get_settings
 from kemem_es.errors import (
     DeadlineExceeded,
     EngineRefused,
@@ -729,7 +729,7 @@ def connect(settings: Settings | None = None, bridge: Bridge | None = None) -> E
     the same Engine class, the same request code, each call awaited on the bridge's loop."""
     from kemem_es.engine.bridge import AwaitingClient, offload
 
-    settings = settings or Settings()
+    settings = settings or get_settings()
     info = offload(_root_info, settings)
     dialect = settings.dialect if settings.dialect != "auto" else detect_dialect(info)
     engine_cls: type[Engine]
