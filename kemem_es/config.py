@@ -32,7 +32,12 @@ class Settings(BaseSettings):
     )
 
     # A cluster of the user's own.
-    es_url: str | None = None
+    es_url: str | None = Field(
+        default=None,
+        pattern=r"^(https?://[^\s/]+.*)?$",
+        description="http(s)://host:port of the cluster (another scheme timed out instead; "
+        "empty: the local engine)",
+    )
     es_username: str | None = None
     es_password: str | None = None
     es_api_key: str | None = None

@@ -106,6 +106,11 @@ def test_hung_engine_sigstop_library_and_server(kemem: Kemem) -> None:
         assert r.json()["additional_info"]["degraded"] is True
         assert r.headers["X-Kemem-Degraded"] == "engine_unavailable"
 
+        # A readiness probe answers within the chat deadline, not the 30 s admin timeout.
+        r, took = timed(c.get, "/readyz")
+        assert r.status_code == 503 and took < BOUND_S, (r.text, took)
+        assert "did not answer" in r.json()["reason"]
+
         # Writes never degrade: a clear 503 (bounded by the write timeout), nothing pretended.
         r, took = timed(c.post, "/v1/memories", json={"text": "新的记忆", **A})
         assert error_of(r, 503)["code"] == "engine_unavailable" and took < 3 * BOUND_S

@@ -133,3 +133,14 @@ def test_a_bad_setting_names_its_variable(monkeypatch, env: str, value: str) -> 
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2 and env in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_cluster_url_must_be_http() -> None:
+    """ftp://… was accepted and timed out 12 s later; empty still means the local engine."""
+    from kemem_es.config import get_settings
+
+    with pytest.raises(InvalidInput) as err:
+        get_settings(es_url="ftp://127.0.0.1:9281")
+    assert err.value.field == "es_url"
+    assert get_settings(es_url="https://search.example:443").url.startswith("https://")
+    assert get_settings(es_url="").url == get_settings().local_url

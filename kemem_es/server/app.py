@@ -4,6 +4,7 @@ refused with 429 at the door rather than queued behind a busy engine."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -183,8 +184,11 @@ def create_app(
     @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
     @app.head("/readyz", include_in_schema=False)
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
-        try:
-            state = await km.readiness()
+        try:  # within the chat deadline: a probe waits a second or so, not the 30 s admin one
+            state = await asyncio.wait_for(km.readiness(), timeout=cfg.query_timeout_s)
+        except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
+            reason = f"the engine did not answer within {cfg.query_timeout_s:g} s"
+            return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         except Exception as exc:  # any failure to reach the engine is "not ready"
             reason = str(exc).split("\n")[0][:300] or type(exc).__name__
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
