@@ -221,7 +221,7 @@ def cleanup(
             rep.preview = [str(v.get("id")) for _, v in victims[:10]]
             if dry_run:
                 continue
-            rep.deleted = crud.delete_sources(scope, victims, "cleanup", reason=reason)
+            rep.deleted = len(crud.delete_sources(scope, victims, "cleanup", reason=reason))
             engine.bulk(
                 [
                     {"update": {"_index": users_alias(prefix), "_id": state_id(scope)}},

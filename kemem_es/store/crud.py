@@ -290,7 +290,7 @@ class Crud:
         deleted: list[str] = []
         for kind_, batch in self._pages_to_delete(scope, filters, kind):
             rows = [(kind_, src) for src in batch]
-            deleted += self._delete_rows(scope, rows, actor, keep_text_in_history)
+            deleted += self.delete_sources(scope, rows, actor, keep_text_in_history)
         if not keep_text_in_history:
             self._forget_history(scope, kind, deleted if filters else None)
         with engine_errors("refreshing"):
@@ -306,20 +306,10 @@ class Crud:
         actor: str,
         keep_text: bool = True,
         reason: str | None = None,
-    ) -> int:
-        """Delete these memories (as listed by a search) with a history entry each; returns how
-        many were deleted (one deleted meanwhile by someone else is not counted twice)."""
-        return len(self._delete_rows(scope, rows, actor, keep_text, reason))
-
-    def _delete_rows(
-        self,
-        scope: Scope,
-        rows: Sequence[tuple[MemoryKind, dict[str, Any]]],
-        actor: str,
-        keep_text: bool = True,
-        reason: str | None = None,
     ) -> list[str]:
-        """``delete_sources``, returning the engine ids of the memories this call deleted."""
+        """Delete these memories (as listed by a search) with a history entry each; returns the
+        engine ids of those this call deleted (one deleted meanwhile by someone else is not
+        counted twice)."""
         if not rows:
             return []
         lines: list[dict[str, Any]] = []
