@@ -43,15 +43,17 @@ def _signals(km: Any, text: str, params: Any, vectors: dict[str, np.ndarray] | N
     from kemem_es.search.clauses import EVENT_FIELDS, coverage_clauses, keyword_clauses
     from kemem_es.search.stopwatch import Stopwatch
     from kemem_es.store.layout import DATABASES, index_alias
+    from kemem_es.store.scope import Scope
     from kemem_es.text.dialogue import context_turns, split_label
 
     s = km.searcher
     utterance = split_label(text).text
     turns = context_turns(params.context, params.context_turns)
     vector, _, parts = s.text.query_vector(utterance, turns, params)
-    s.learn_names()
-    _, _, _, words = s.text.words(utterance, params, Stopwatch(), turns, vector)
-    bridges = s.text.bridge_words(params, words, s.search_entities(params, words, vector))
+    names = s.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
+    _, _, _, words = s.text.words(utterance, params, Stopwatch(), turns, vector, names)
+    found = s.search_entities(params, words, vector)
+    bridges = s.text.bridge_words(params, words, found, names)
     words = [*words, *bridges]
     cov = coverage_clauses(words, expansion_share=params.expansion_share)
     kwc = keyword_clauses(words, EVENT_FIELDS)

@@ -34,6 +34,7 @@ from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
+from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
 
@@ -138,10 +139,16 @@ class Kemem:
         return Expander(lexicon, self.tokenizer, idf)
 
     @lazy
+    def names(self) -> ScopeNames:
+        """Each scope's names, shared by the writer and the searcher: a name written is kept
+        whole in the next query at once."""
+        return ScopeNames(self.engine)
+
+    @lazy
     def searcher(self) -> Searcher:
         from kemem_es.search.searcher import Searcher
 
-        searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander)
+        searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander, self.names)
         offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 
@@ -297,7 +304,8 @@ class Kemem:
     # -- bulk writes ----------------------------------------------------------------------
     @lazy
     def writer(self) -> BulkWriter:
-        return BulkWriter(self.engine, self.embedder, self.tokenizer, self.settings.embed_batch * 8)
+        batch = self.settings.embed_batch * 8
+        return BulkWriter(self.engine, self.embedder, self.tokenizer, batch, names=self.names)
 
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""

@@ -122,8 +122,8 @@ class SplitTokenizer:
     def tokenize(self, text: str) -> list[str]:
         return list(text)
 
-    def add_words(self, words) -> None:
-        pass
+    def scoped(self, names) -> SplitTokenizer:
+        return self
 
 
 def sent(method: str, suffix: str) -> list[object]:

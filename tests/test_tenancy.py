@@ -107,3 +107,70 @@ def test_concurrent_first_init_all_succeed(engine_settings, embedder) -> None:
         km = Kemem(engine_settings.model_copy(update={"index_prefix": prefix}))
         for name in km.engine.client.indices.get(index=f"{prefix}-*"):
             km.engine.delete_index(name)
+
+
+def _cut_and_scores(
+    km: Kemem, query: str, scope: dict
+) -> tuple[list[str], list[tuple[str, float]]]:
+    got = km.search(query, **scope, mode="bm25", threshold=0, limit=3)
+    return got["additional_info"]["分词"], [(r["memory"], r["score"]) for r in got["results"]]
+
+
+def test_another_tenants_names_never_change_how_this_tenant_is_cut(kemem) -> None:
+    """Names are kept whole only in their own scope's texts: an entity another agent's user
+    writes (想去海边看日) used to enter the process's one jieba dictionary, cut this tenant's
+    看日出 apart and take its memory below the threshold, until a restart."""
+    kemem.init()
+    victim = {"agent_id": "qiyu", "user_id": "u_sea"}
+    kemem.add("上周和小满去海边看日出，拍了很多照片", **victim, refresh=True)
+    query = "明天想去海边看日出"
+    before = _cut_and_scores(kemem, query, victim)
+    assert before[0] == ["明天", "想", "去", "海边", "看", "日出"]
+    assert before[1] and before[1][0][1] > 0
+
+    attacker = {"agent_id": "other", "user_id": "u_evil"}
+    entity = {
+        "entity_name": "想去海边看日",
+        "entity_type": "具体实体",
+        "kind": "特殊实体属性",
+        "updatetime": "2025-05-01",
+    }
+    kemem.add({**entity, "description": "想去海边看日是我的网名"}, kind="entities", **attacker,
+              refresh=True)  # fmt: skip
+    assert _cut_and_scores(kemem, query, victim) == before
+    # A process started afterwards (names read off the indices) cuts the same way.
+    fresh = Kemem(kemem.settings)
+    fresh.embedder = kemem.embedder
+    assert _cut_and_scores(fresh, query, victim) == before
+    # In its own scope the name is kept whole where it is made of whole words, never by
+    # cutting a word jieba found (日出 stays).
+    assert "想去海边看日" in _cut_and_scores(fresh, "想去海边看日，你在吗", attacker)[0]
+    assert _cut_and_scores(fresh, query, attacker)[0] == before[0]
+
+
+def test_a_scopes_names_are_kept_whole_in_its_texts_from_any_process(kemem) -> None:
+    """The writer reads the scope's names off the indices too: events imported by another
+    process than their entities still hold 阿杰 as one token, as the query has it."""
+    kemem.init()
+    scope = {"agent_id": "qiyu", "user_id": "u_jie"}
+    other = {"agent_id": "qiyu", "user_id": "u_nojie"}
+    jie = {
+        "entity_name": "阿杰",
+        "entity_type": "具体实体",
+        "kind": "用户关系",
+        "updatetime": "2025-05-01",
+    }
+    kemem.add({**jie, "description": "阿杰是我的大学室友"}, kind="entities", **scope, refresh=True)
+    writer = Kemem(kemem.settings)
+    writer.embedder = kemem.embedder
+    for s in (scope, other):
+        writer.index_records([{**s, "id": "e1", "description": "阿杰又想吃火锅了",
+                               "created_at": "2025-05-01 10:00:00"}], "events")  # fmt: skip
+    alias = f"{kemem.settings.index_prefix}-user-events"
+    for s, whole in ((scope, True), (other, False)):
+        body = {"query": {"bool": {"filter": [{"term": {"user_id": s["user_id"]}},
+                                              {"term": {"description_tok": "阿杰"}}]}}}  # fmt: skip
+        hits = kemem.engine.search(alias, body)["hits"]["hits"]
+        assert bool(hits) is whole, s
+    assert "阿杰" in _cut_and_scores(kemem, "阿杰最近怎么样", scope)[0]
+    assert "阿杰" not in _cut_and_scores(kemem, "阿杰最近怎么样", other)[0]

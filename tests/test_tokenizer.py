@@ -53,6 +53,25 @@ def test_added_words_stay_whole_without_touching_global_jieba(tok: Tokenizer) ->
     assert not rjieba.has_word("祁煜")
 
 
+def test_a_scopes_names_join_whole_tokens_in_its_view_only() -> None:
+    """``scoped`` keeps one scope's names whole after the cut, in that view alone: the shared
+    tokenizer (every other tenant's) is untouched, and a name never splits a word jieba found
+    (树林深处 keeps 树林 and 深处 for a user called 林深)."""
+    base = Tokenizer()
+    text = "祁煜陪阿杰去树林深处看日出，小K也来了"
+    plain = base.tokenize(text)
+    view = base.scoped(["祁煜", "阿杰", "林深", "看日", "小K", "x", "有 空格"])
+    assert view.names == {"祁煜", "阿杰", "林深", "看日", "小k"}
+    assert view.tokenize(text) == [
+        "祁煜", "陪", "阿杰", "去", "树林", "深处", "看", "日出", "小k", "也", "来", "了",
+    ]  # fmt: skip
+    assert base.tokenize(text) == plain and "祁煜" not in plain
+    assert base.scoped([]) is base
+    norm, spans = view.tokenize_spans("祁煜，祁煜")
+    assert [(t, norm[a:b]) for t, a, b in spans] == [("祁煜", "祁煜"), ("祁煜", "祁煜")]
+    assert view.index_text("祁煜在画画") == base.scoped(["祁煜"]).index_text("祁煜在画画")
+
+
 def test_latin_names_do_not_cut_english_words_apart(tmp_path) -> None:
     """A user named Ed once made `need` two tokens (ne, ed), in every tenant's text: a plain
     latin word in jieba's dictionary can only cut longer latin words, which jieba keeps whole

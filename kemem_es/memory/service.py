@@ -193,8 +193,8 @@ class MemoryService:
                             "similarity": round(match.similarity, 4),
                         }
                     )
-        self.writer.learn_names([c.record])
-        doc = to_document(c.record, c.scope, self.writer.tokenizer, c.memory_id)
+        tok = self.writer.tokenizers([(c.scope, c.record)])[c.scope]
+        doc = to_document(c.record, c.scope, tok, c.memory_id)
         doc["content_hash"] = h
         doc.update(vector_fields(kind, vector))
         if stored is None:
@@ -387,8 +387,8 @@ class MemoryService:
             return AddResult(
                 id=stored.memory_id, event="NOOP", memory=to_memory(stored.source, kind)
             )
-        self.writer.learn_names([c.record])
-        doc = to_document(c.record, scope, self.writer.tokenizer, stored.memory_id)
+        tok = self.writer.tokenizers([(scope, c.record)])[scope]
+        doc = to_document(c.record, scope, tok, stored.memory_id)
         doc["content_hash"] = content_hash(c.record, self.writer.embedder.name)
         vector = None
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):

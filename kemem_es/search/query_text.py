@@ -1,11 +1,11 @@
 """What a query's text becomes before any engine request: its search words (base words, context
 words, sub-words, pruned expansions, entity bridges) and its vectors (utterance, dialogue window,
-sentences). Needs the tokenizer, the lexicon and the model, never the engine: the names it must
-not search for are handed to it (``Searcher.learn_names`` reads them off the indices)."""
+sentences). Needs the tokenizer, the lexicon and the model, never the engine: the scope's names
+are handed to it (``store.names``: kept whole, and its user's and agent's never searched)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from kemem_es.expand.expander import Expander
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
+from kemem_es.store.names import NO_NAMES, Names
 from kemem_es.text import BaseWord, base_words_with_tokens, normalize
 from kemem_es.text.dialogue import Turn, dialogue_window, keep_end, sentences
 from kemem_es.text.tokenizer import Tokenizer
@@ -51,41 +52,23 @@ class QueryText:
         self.embedder = embedder
         self.tokenizer = tokenizer
         self.expander = expander
-        # Every indexed user and agent name (lowercase): a query that mentions one asks the
-        # engine whose names they are (``Searcher.scope_names``); only the scope's own user's
-        # and agent's names are left out of its search words.
-        self.person_names: set[str] = set()
-        self._known_names: set[str] = set()
-        self._word_tokens: dict[str, tuple[str, ...]] = {}
+        self._word_tokens: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
         self._word_vectors: dict[str, np.ndarray] = {}
 
-    def add_names(self, names: Iterable[str]) -> None:
-        """Names become jieba words, as they were at index time."""
-        new = set(names) - self._known_names
-        if new:
-            self.tokenizer.add_words(sorted(new))
-            self._known_names |= new
-            self._word_tokens.clear()  # a new dictionary word can change how words split
+    def scoped(self, params: QueryParams, names: Names, turns: Sequence[Turn] = ()) -> Tokenizer:
+        """The tokenizer for this query: the scope's names, the caller's ``user_name`` and
+        ``agent_name`` and the context's speaker labels kept whole (in this query only)."""
+        return self.tokenizer.scoped(names.words | set(_query_names(params, turns)))
 
-    def mentioned_names(self, texts: Iterable[str]) -> set[str]:
-        """The indexed user and agent names that these texts hold as whole tokens (names are
-        jieba words, so a Chinese name is one token; a latin one is a word of its own)."""
-        if not self.person_names:
-            return set()
-        found: set[str] = set()
-        for text in texts:
-            norm, spans = self.tokenizer.tokenize_spans(text)
-            found |= {norm[start:end].strip() for _, start, end in spans} & self.person_names
-        return found
-
-    def tokens(self, word: str) -> tuple[str, ...]:
+    def tokens(self, word: str, tok: Tokenizer) -> tuple[str, ...]:
         """A search word's tokens, as the index has them; lexicon words recur, so cached."""
-        toks = self._word_tokens.get(word)
+        key = (word, tok.names)
+        toks = self._word_tokens.get(key)
         if toks is None:
-            toks = tuple(t.lower() for t in self.tokenizer.tokenize(word))
+            toks = tuple(t.lower() for t in tok.tokenize(word))
             if len(self._word_tokens) >= WORD_CACHE_SIZE:
                 self._word_tokens.clear()
-            self._word_tokens[word] = toks
+            self._word_tokens[key] = toks
         return toks
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
@@ -125,19 +108,17 @@ class QueryText:
         clock: Stopwatch,
         turns: Sequence[Turn] = (),
         vector: Sequence[float] | None = None,
-        scope_names: Iterable[str] = (),
+        names: Names = NO_NAMES,
     ) -> Words:
         """Base words of the utterance (TF-IDF, weight = TF-IDF), context words (each earlier
         turn's top words, weight × ``context_decay`` per turn back), their sub-words, then the
         expansions of the utterance's base words. Names — the caller's, the scope's user and
-        agent (``scope_names``), speaker labels — are never search words; another tenant's
+        agent (``names.persons``), speaker labels — are never search words; another tenant's
         user called 小雨 or Sam leaves 小雨 and Sam to this one's queries."""
-        labels = [t.speaker for t in turns if t.speaker]
-        names = [n for n in (params.user_name, params.agent_name) if n]
-        self.add_names(names + [lb for lb in labels if len(lb) > 1])
-        exclude = set(names) | set(labels) | set(scope_names)
+        tok = self.scoped(params, names, turns)
+        exclude = set(_query_names(params, turns)) | names.persons
         idf = self.expander.idf if self.expander is not None else None
-        base, tokens = base_words_with_tokens(text, params.top_k, exclude, self.tokenizer, idf)
+        base, tokens = base_words_with_tokens(text, params.top_k, exclude, tok, idf)
         seen = {b.word for b in base}
         ctx: list[tuple[BaseWord, float]] = []
         weight = 1.0
@@ -145,9 +126,7 @@ class QueryText:
             weight *= params.context_decay
             if weight <= 0:
                 break
-            picked = base_words_with_tokens(
-                turn.text, CONTEXT_WORDS_PER_TURN, exclude, self.tokenizer, idf
-            )[0]
+            picked = base_words_with_tokens(turn.text, CONTEXT_WORDS_PER_TURN, exclude, tok, idf)[0]
             for b in picked:
                 if b.word not in seen:
                     seen.add(b.word)
@@ -175,8 +154,8 @@ class QueryText:
             if word in taken:
                 return
             taken.add(word)
-            toks = self.tokens(word)  # tokenised once, as the index was
-            subs = tuple(self.tokenizer.subwords(toks[0])) if len(toks) == 1 else ()
+            toks = self.tokens(word, tok)  # tokenised once, as the index was
+            subs = tuple(tok.subwords(toks[0])) if len(toks) == 1 else ()
             words.append(SearchWord(word, level, len(word) == 1, toks, weight, subs, context))
 
         for b in base:
@@ -193,7 +172,7 @@ class QueryText:
         params: QueryParams,
         words: list[SearchWord],
         entities: Sequence[tuple[dict[str, Any], float]],
-        scope_names: Iterable[str] = (),
+        names: Names = NO_NAMES,
     ) -> list[SearchWord]:
         """Names of the concrete entities the utterance is about become search words for the
         events: "我那只狗" is about 豆包 when the user's entity memories say 豆包 is her corgi,
@@ -203,7 +182,8 @@ class QueryText:
         agent's own names are left out."""
         if params.bridge_threshold >= 1.0:
             return []
-        taken = {w.word for w in words} | set(scope_names)
+        taken = {w.word for w in words} | names.persons
+        tok = self.scoped(params, names)
         top = max((w.weight for w in words if w.level is None), default=1.0)
         out: list[SearchWord] = []
         for hit, score in sorted(entities, key=lambda hs: -hs[1]):
@@ -221,7 +201,7 @@ class QueryText:
             ):
                 continue
             taken.add(name)
-            toks = self.tokens(name)
+            toks = self.tokens(name, tok)
             out.append(SearchWord(name, CONTEXT_LEVEL, False, toks, top, (), context=True))
             if len(out) >= MAX_BRIDGES:
                 break
@@ -250,6 +230,12 @@ class QueryText:
         each, so 250 characters held a third of what the model reads), else its characters."""
         count = getattr(self.embedder, "count_tokens", None)
         return count([text])[0] if count is not None else len(text)
+
+
+def _query_names(params: QueryParams, turns: Sequence[Turn]) -> list[str]:
+    """Names this query brings: the caller's user and agent names, the speaker labels."""
+    given = [params.user_name, params.agent_name, *(t.speaker for t in turns)]
+    return [normalize(n).strip() for n in given if n]
 
 
 def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:

@@ -16,7 +16,7 @@ from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine, Search, raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
-from kemem_es.models import Database, MemoryKind
+from kemem_es.models import Database
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
@@ -26,7 +26,7 @@ from kemem_es.search.clauses import (
     keyword_clauses,
     proximity_clauses,
 )
-from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, entity_scope
+from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit
@@ -36,15 +36,15 @@ from kemem_es.search.query_text import QueryText
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.layout import DATABASES, index_alias
-from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
-from kemem_es.text.tokenizer import Tokenizer, normalize
+from kemem_es.store.names import ScopeNames
+from kemem_es.store.scope import Scope
+from kemem_es.text.dialogue import context_turns, is_small_talk, utterance_of
+from kemem_es.text.tokenizer import Tokenizer
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
 # 2 cores: exact 13 ms vs approximate 5 ms of engine time.
 EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
-NAMES_TTL_S = 300.0
-SCOPE_NAMES_CACHE = 10_000  # scopes whose user and agent names are remembered
 # an event answer: (database, engine hit, calibrated score, signals when explained)
 EventResult = tuple[Database, dict[str, Any], float, Signals | None]
 
@@ -81,93 +81,21 @@ class Searcher:
         embedder: TextEmbedder,
         tokenizer: Tokenizer,
         expander: Expander | None,
+        names: ScopeNames | None = None,
     ) -> None:
         self.engine = engine
         self.text = QueryText(embedder, tokenizer, expander)
+        self.names = names if names is not None else ScopeNames(engine)
         self._counts: dict[str, tuple[float, int, int]] = {}  # (when, in scope, on shard)
-        self._names_loaded_at = -NAMES_TTL_S
-        self._scope_names: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
 
     def warm_up(self) -> None:
-        """Load jieba, the IDF table, the names and the model now, not on the first query."""
-        self.learn_names()
+        """Load jieba, the IDF table and the model now, not on the first query."""
         self.text.words("预热一下", QueryParams(agent_id="-", user_id="-"), Stopwatch())
         self.text.embedder.embed_one("预热一下")
         # One whole query on a scope that holds nothing: both searches' code paths, the
         # engine's scripts and the scope counts' cache warmed before the first user's query.
         with contextlib.suppress(Exception):  # a warm-up never fails the searcher
             self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
-
-    def learn_names(self) -> None:
-        """Indexed user/agent/entity names become jieba words, as they were at index time."""
-        if time.monotonic() - self._names_loaded_at < NAMES_TTL_S:
-            return
-        self._names_loaded_at = time.monotonic()
-        indices = self._memory_indices()
-        aggs = {
-            f: {"terms": {"field": f, "size": 10_000}}
-            for f in ("user_name", "agent_name", "entity_name")
-        }
-        body = {
-            "size": 0,
-            "query": {"bool": {"must_not": [{"term": {"entity_type": "泛化实体"}}]}},
-            "aggs": aggs,
-        }
-        resp = self.engine.search(indices, body, ignore_unavailable=True)
-        if not resp.get("_shards", {}).get("total"):  # nothing indexed yet: ask again next time
-            self._names_loaded_at = -NAMES_TTL_S
-        aggs = resp.get("aggregations", {})
-        names = {
-            b["key"] for agg in aggs.values() for b in agg["buckets"] if 1 < len(b["key"]) <= 12
-        }
-        self.text.person_names = {
-            b["key"].lower()
-            for f in ("user_name", "agent_name")
-            for b in aggs.get(f, {}).get("buckets", [])
-            if 1 < len(b["key"]) <= 12
-        }
-        self.text.add_names(names)
-
-    def _memory_indices(self) -> str:
-        """Every memory index of both databases (where names are read from)."""
-        prefix = self.engine.settings.index_prefix
-        kinds: tuple[MemoryKind, ...] = ("events", "entities")
-        return ",".join(index_alias(prefix, db, kind) for db in DATABASES for kind in kinds)
-
-    def scope_names(self, params: QueryParams, mentioned: set[str]) -> frozenset[str]:
-        """The names of this scope's user and agent, when the query mentions some indexed user
-        or agent name (``QueryText.mentioned_names``; else nothing to leave out, and no round
-        trip): one small aggregation over the scope's memories, remembered for ``NAMES_TTL_S``."""
-        if not mentioned:
-            return frozenset()
-        key = (params.agent_id, params.user_id)
-        cached = self._scope_names.get(key)
-        if cached is not None and time.monotonic() - cached[0] < NAMES_TTL_S:
-            return cached[1]
-        indices = self._memory_indices()
-        body = {
-            "size": 0,
-            "query": {"bool": {"filter": entity_scope(params.agent_id, params.user_id)}},
-            "aggs": {f: {"terms": {"field": f, "size": 10}} for f in ("user_name", "agent_name")},
-        }
-        resp = self.engine.search(indices, body, ignore_unavailable=True)
-        names = frozenset(
-            normalize(b["key"]).strip()
-            for agg in resp.get("aggregations", {}).values()
-            for b in agg["buckets"]
-        )
-        if len(self._scope_names) >= SCOPE_NAMES_CACHE:
-            self._scope_names.clear()
-        self._scope_names[key] = (time.monotonic(), names)
-        return names
-
-    def _embed(
-        self, utterance: str, turns: Sequence[Turn], params: QueryParams
-    ) -> tuple[tuple[list[float], bool, list[list[float]]], set[str]]:
-        """The query's vectors and the indexed names it mentions: one CPU stage, one hop off
-        AsyncKemem's event loop."""
-        texts = [utterance, *(t.text for t in turns)]
-        return self.text.query_vector(utterance, turns, params), self.text.mentioned_names(texts)
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -389,10 +317,9 @@ class Searcher:
             )
             return QueryResponse(additional_info=info)
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
-        self.learn_names()  # may search the engine: not inside the offloaded CPU stage
-        (vector, trimmed, parts), mentioned = offload(self._embed, utterance, turns, params)
+        (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
         clock.lap("embed")
-        names = self.scope_names(params, mentioned)
+        names = self.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
         base, tokens, expanded, words = offload(
             self.text.words, utterance, params, clock, turns, vector, names
         )

@@ -38,11 +38,12 @@ from kemem_es.store.documents import (
     TextTokenizer,
     content_hash,
     embed_text,
-    record_names,
     to_document,
     vector_fields,
 )
 from kemem_es.store.layout import index_alias
+from kemem_es.store.names import ScopeNames, record_names
+from kemem_es.store.scope import Scope
 from kemem_es.store.validation import Checked
 
 RETRY_STATUSES = {429, 502, 503, 504}
@@ -139,6 +140,7 @@ class BulkWriter:
         batch_size: int = 512,
         max_bytes: int = MAX_BULK_BYTES,
         max_retries: int = 3,
+        names: ScopeNames | None = None,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -146,7 +148,7 @@ class BulkWriter:
         self.batch_size = batch_size
         self.max_bytes = max_bytes
         self.max_retries = max_retries
-        self._known_names: set[str] = set()
+        self.names = names if names is not None else ScopeNames(engine)
 
     def write(
         self,
@@ -212,7 +214,6 @@ class BulkWriter:
     ) -> list[_Batch]:
         """Bulk batches (each under max_bytes) for the records of a chunk that are new or
         changed."""
-        self.learn_names([c.record for c in chunk])
         prefix = self.engine.settings.index_prefix
         hashes = [content_hash(c.record, self.embedder.name) for c in chunk]
         existing: dict[str, dict[str, Any]] = {}
@@ -228,12 +229,13 @@ class BulkWriter:
         if not todo:
             return []
         vectors = self.vectors([c.record for c, _ in todo], [c.embedded for c, _ in todo])
+        toks = self.tokenizers([(c.scope, c.record) for c, _ in todo])
         batches: list[_Batch] = []
         cur = _Batch([], {}, {})
         size = 0
         for (c, h), vec in zip(todo, vectors, strict=True):
             old = existing.get(c.doc_id)
-            doc = to_document(c.record, c.scope, self.tokenizer, c.memory_id)
+            doc = to_document(c.record, c.scope, toks[c.scope], c.memory_id)
             doc["content_hash"] = h
             doc.update(vector_fields(kind, vec))
             if old:
@@ -256,12 +258,18 @@ class BulkWriter:
             batches.append(cur)
         return batches
 
-    def learn_names(self, records: Sequence[MemoryRecord]) -> None:
-        """Names become dictionary words so jieba keeps them whole (木木, not 木 木)."""
-        names = {n for r in records for n in record_names(r)} - self._known_names
-        if names and hasattr(self.tokenizer, "add_words"):
-            self.tokenizer.add_words(sorted(names))
-            self._known_names |= names
+    def tokenizers(self, items: Sequence[tuple[Scope, MemoryRecord]]) -> dict[Scope, TextTokenizer]:
+        """Each scope's tokenizer: its names (stored, and these records') kept whole in its
+        texts only (``store.names``), so jieba keeps 木木 whole, not 木 木, for its user."""
+        by_scope: dict[Scope, list[MemoryRecord]] = {}
+        for scope, record in items:
+            by_scope.setdefault(scope, []).append(record)
+        out: dict[Scope, TextTokenizer] = {}
+        for scope, records in by_scope.items():
+            names = self.names.visible(scope) | record_names(records)
+            self.names.note(scope, records)
+            out[scope] = self.tokenizer.scoped(names.words)
+        return out
 
     def vectors(
         self,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -43,6 +43,8 @@ class TextTokenizer(Protocol):
 
     def index_texts(self, texts: Sequence[str]) -> list[str]: ...
 
+    def scoped(self, names: Iterable[str]) -> TextTokenizer: ...
+
 
 def embed_text(record: MemoryRecord) -> str:
     """What gets embedded: the event text; for entities the name + description (the full sense)."""
@@ -53,19 +55,12 @@ def embed_text(record: MemoryRecord) -> str:
     return f"{record.entity_name}：{record.description}"
 
 
-def record_names(record: MemoryRecord) -> list[str]:
-    """User, agent and entity names carried by a record (dictionary words for jieba)."""
-    names = [record.user_name, record.agent_name]
-    if isinstance(record, EntityRecord) and record.entity_type != "泛化实体":
-        names.append(record.entity_name)
-    return [n for n in names if n and 1 < len(n) <= 12]
-
-
 # What a document derives from its record besides the model: tokens, sub-words, the embedder's
 # input. Bumped when that changes, so re-importing the same source refreshes documents written
 # before (2: latin names no longer cut English words apart; 3: English irregular past forms
-# stem as their base form; round 8 of issue 12).
-DERIVATION_VERSION = 3
+# stem as their base form; round 8 of issue 12; 4: names are kept whole in their own scope's
+# texts only, see store/names.py).
+DERIVATION_VERSION = 4
 
 
 def content_hash(record: MemoryRecord, model_name: str) -> str:

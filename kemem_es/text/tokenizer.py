@@ -8,6 +8,7 @@ dictionary file, the IDF table and the lexicon build."""
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 import unicodedata
@@ -36,6 +37,38 @@ def dictionary_word(word: str) -> bool:
     """Whether a (normalised) word belongs in jieba's dictionary: not blank, no spaces, and not
     a plain latin/digit run, which jieba keeps whole without it."""
     return bool(word) and not any(c.isspace() for c in word) and not _LATIN_RUN.fullmatch(word)
+
+
+def name_word(word: str) -> bool:
+    """Whether a normalised name is kept whole in its scope's texts: 2–12 characters that a
+    dictionary could hold (``dictionary_word``)."""
+    return 1 < len(word) <= 12 and dictionary_word(word)
+
+
+def _join_names(
+    norm: str, spans: list[tuple[str, int, int]], names: frozenset[str], longest: int
+) -> list[tuple[str, int, int]]:
+    """Consecutive tokens whose stretch of ``norm`` is a name become that name (the longest
+    wins). Only whole tokens join, so a name never splits a word jieba found."""
+    out: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(spans):
+        start = spans[i][1]
+        best = -1
+        for j in range(i + 1, len(spans)):
+            end = spans[j][2]
+            if end - start > longest:
+                break
+            if norm[start:end] in names:
+                best = j
+        if best < 0:
+            out.append(spans[i])
+            i += 1
+        else:
+            end = spans[best][2]
+            out.append((norm[start:end], start, end))
+            i = best + 1
+    return out
 
 
 def normalize(text: str) -> str:
@@ -67,6 +100,13 @@ class Tokenizer:
     (木木去, 好开心), producing tokens the lexicon and the IDF table do not know; names belong in
     the user dictionary (``add_words``) instead.
 
+    **Names** are one scope's: ``scoped(names)`` gives a view, sharing this jieba, that joins
+    the pieces of those names back into one token (祁 煜 → 祁煜) after the cut. A name never
+    enters the shared dictionary, so one tenant's names cannot change how another tenant's text
+    is cut (an entity called 想去海边看日 would have cut every tenant's 看日出 apart), and a
+    name can only join whole tokens: it never splits a dictionary word (树林深处 keeps 树林
+    whatever a user is called).
+
     Latin words are lowercased (NFKC) and stemmed with Snowball's English stemmer, so
     ``running``/``runs`` meet ``run`` at index and query time alike. Han tokens of three or
     more characters also have **sub-words** (jieba's search mode: the dictionary words of two
@@ -86,6 +126,8 @@ class Tokenizer:
         self._pending_paths = [Path(p) for p in user_dict_paths]
         self._pending_words: list[str] = []
         self.hmm = hmm
+        self.names: frozenset[str] = frozenset()
+        self._longest_name = 0
         self.stopwords: frozenset[str] = (
             default_stopwords() if stopwords is None else frozenset(normalize(w) for w in stopwords)
         )
@@ -112,7 +154,8 @@ class Tokenizer:
         return self._jieba
 
     def add_words(self, words: Iterable[str]) -> None:
-        """Make words (entity, user and agent names, domain terms) single tokens from now on."""
+        """Make words single tokens from now on, for every text this process cuts: the
+        operator's domain terms (``KEMEM_USER_DICT``), never a tenant's names (``scoped``)."""
         clean = [normalize(w).strip() for w in words]
         clean = [w for w in clean if dictionary_word(w)]
         with self._lock:
@@ -121,6 +164,18 @@ class Tokenizer:
                 return
             for word in clean:
                 self._jieba.add_word(word, None, None)
+
+    def scoped(self, names: Iterable[str]) -> Tokenizer:
+        """A view that keeps one scope's ``names`` whole (normalised; 2–12 characters, no
+        spaces); the same object when there are none. Cheap: the jieba engine is shared."""
+        kept = frozenset(n for n in (normalize(x).strip() for x in names) if name_word(n))
+        if kept == self.names:
+            return self
+        self._engine()  # loaded once, shared by every view
+        view = copy.copy(self)
+        view.names = kept
+        view._longest_name = max((len(n) for n in kept), default=0)
+        return view
 
     def load_user_dict(self, path: str | Path) -> None:
         """Add a jieba-format user dictionary file (``word [freq] [pos]`` per line)."""
@@ -146,6 +201,8 @@ class Tokenizer:
             if token and _WORDY.search(token):
                 spans.append((stem(token), pos, end))
             pos = end
+        if self.names:
+            spans = _join_names(norm, spans, self.names, self._longest_name)
         return norm, spans
 
     def subwords(self, token: str) -> list[str]:

@@ -1,0 +1,120 @@
+"""Each scope's names: its user's and agent's, and its concrete entities'.
+
+jieba keeps a name whole only in the texts of the scope it belongs to (``Tokenizer.scoped``),
+at index and at query time alike, so another tenant's names never change how this tenant's
+words are cut. The names come from the memories themselves (one small aggregation per scope,
+remembered for ``NAMES_TTL_S``), plus what this process has just written (``note``), which the
+engine's search may not see yet.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kemem_es.engine.client import Engine
+from kemem_es.models import EntityRecord, MemoryRecord
+from kemem_es.store.layout import index_alias
+from kemem_es.store.scope import Scope
+from kemem_es.text.tokenizer import name_word, normalize
+
+NAMES_TTL_S = 300.0  # another process's new names are seen within this
+MAX_SCOPES = 10_000  # scopes remembered; the cache starts over beyond
+ENTITY_NAMES = 2_000  # a scope's most frequent entity names
+GENERIC = "泛化实体"  # generic entities (a kind of thing, not a name) are not names
+
+
+@dataclass(frozen=True)
+class Names:
+    """``words``: every name, kept whole by the tokenizer. ``persons``: the user's and agent's
+    own names, which are never search words (every memory of the scope is about them)."""
+
+    words: frozenset[str] = frozenset()
+    persons: frozenset[str] = frozenset()
+
+    def __or__(self, other: Names) -> Names:
+        return Names(self.words | other.words, self.persons | other.persons)
+
+
+NO_NAMES = Names()
+
+
+def _clean(values: Iterable[str | None]) -> frozenset[str]:
+    return frozenset(n for n in (normalize(v).strip() for v in values if v) if name_word(n))
+
+
+def record_names(records: Sequence[MemoryRecord]) -> Names:
+    """The names records carry: user, agent and (concrete) entity names."""
+    persons = _clean(n for r in records for n in (r.user_name, r.agent_name))
+    entities = _clean(
+        r.entity_name for r in records if isinstance(r, EntityRecord) and r.entity_type != GENERIC
+    )
+    return Names(persons | entities, persons)
+
+
+class ScopeNames:
+    """Names per scope, cached. Thread-safe; one instance is shared by a ``Kemem``'s writer and
+    searcher, so a name written is a name queried at once."""
+
+    def __init__(self, engine: Engine, ttl_s: float = NAMES_TTL_S) -> None:
+        self.engine = engine
+        self.ttl_s = ttl_s
+        self._cache: dict[Scope, tuple[float, Names]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, scope: Scope) -> Names:
+        """One scope's names (a user's memories, or an agent's official ones)."""
+        with self._lock:
+            cached = self._cache.get(scope)
+        if cached is not None and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        names = self._read(scope)
+        with self._lock:
+            if len(self._cache) >= MAX_SCOPES:
+                self._cache.clear()
+            self._cache[scope] = (time.monotonic(), names)
+        return names
+
+    def visible(self, scope: Scope) -> Names:
+        """The names a scope's texts are cut with: a user's own plus the agent's official
+        ones (what a chat query reads, ``query_scopes``); the official db, its own only."""
+        official = Scope.of(agent_id=scope.agent_id, db="official")
+        return self.of(official) if scope == official else self.of(scope) | self.of(official)
+
+    def note(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
+        """Names this process writes, known before the engine's search sees them."""
+        new = record_names(records)
+        if not new.words:
+            return
+        with self._lock:
+            cached = self._cache.get(scope)
+            if cached is not None:
+                self._cache[scope] = (cached[0], cached[1] | new)
+
+    def _read(self, scope: Scope) -> Names:
+        prefix = self.engine.settings.index_prefix
+        indices = ",".join(index_alias(prefix, scope.db, k) for k in ("events", "entities"))
+        body = {
+            "size": 0,
+            "query": {"bool": {"filter": scope.filters()}},
+            "aggs": {
+                "user_name": {"terms": {"field": "user_name", "size": 10}},
+                "agent_name": {"terms": {"field": "agent_name", "size": 10}},
+                "entities": {
+                    "filter": {"bool": {"must_not": [{"term": {"entity_type": GENERIC}}]}},
+                    "aggs": {"name": {"terms": {"field": "entity_name", "size": ENTITY_NAMES}}},
+                },
+            },
+        }
+        resp = self.engine.search(indices, body, ignore_unavailable=True, routing=scope.routing)
+        aggs = resp.get("aggregations", {})
+
+        def keys(agg: dict[str, Any] | None) -> list[str]:
+            return [b["key"] for b in (agg or {}).get("buckets", [])]
+
+        persons = _clean([*keys(aggs.get("user_name")), *keys(aggs.get("agent_name"))])
+        entities = _clean(keys(aggs.get("entities", {}).get("name")))
+        return Names(persons | entities, persons)
