@@ -58,7 +58,8 @@ class QueryText:
     def scoped(self, params: QueryParams, names: Names, turns: Sequence[Turn] = ()) -> Tokenizer:
         """The tokenizer for this query: the scope's names, the caller's ``user_name`` and
         ``agent_name`` and the context's speaker labels kept whole (in this query only)."""
-        return self.tokenizer.scoped(names.words | set(_query_names(params, turns)))
+        extra = set(_query_names(params, turns)) - names.words
+        return self.tokenizer.scoped(names.words | extra if extra else names.words)
 
     def tokens(self, word: str, tok: Tokenizer) -> tuple[str, ...]:
         """A search word's tokens, as the index has them; lexicon words recur, so cached."""

@@ -36,6 +36,10 @@ class Names:
     persons: frozenset[str] = frozenset()
 
     def __or__(self, other: Names) -> Names:
+        if not other.words:
+            return self
+        if not self.words:
+            return other
         return Names(self.words | other.words, self.persons | other.persons)
 
 
@@ -63,6 +67,7 @@ class ScopeNames:
         self.engine = engine
         self.ttl_s = ttl_s
         self._cache: dict[Scope, tuple[float, Names]] = {}
+        self._joined: dict[Scope, tuple[Names, Names, Names]] = {}
         self._lock = threading.Lock()
 
     def of(self, scope: Scope) -> Names:
@@ -81,8 +86,19 @@ class ScopeNames:
     def visible(self, scope: Scope) -> Names:
         """The names a scope's texts are cut with: a user's own plus the agent's official
         ones (what a chat query reads, ``query_scopes``); the official db, its own only."""
-        official = Scope.of(agent_id=scope.agent_id, db="official")
-        return self.of(official) if scope == official else self.of(scope) | self.of(official)
+        official = Scope("official", scope.agent_id)  # the agent id is checked already
+        if scope == official:
+            return self.of(official)
+        own, shared = self.of(scope), self.of(official)
+        joined = self._joined.get(scope)
+        if joined is None or joined[0] is not own or joined[1] is not shared:
+            # one object while its parts are unchanged: the tokenizer's views are keyed by it
+            joined = (own, shared, own | shared)
+            with self._lock:
+                if len(self._joined) >= MAX_SCOPES:
+                    self._joined.clear()
+                self._joined[scope] = joined
+        return joined[2]
 
     def note(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
         """Names this process writes, known before the engine's search sees them."""

@@ -31,6 +31,7 @@ _HAN = re.compile(r"^[\u3400-\u9fff]+$")
 # jieba keeps a run of latin letters and digits whole by itself; as a dictionary word such a
 # run can only cut longer words apart (a user named Ed: need → ne + ed, education → ed + ucat).
 _LATIN_RUN = re.compile(r"[a-z0-9]+")
+VIEWS_CACHED = 1_000  # scoped views kept (one per recently active scope)
 
 
 def dictionary_word(word: str) -> bool:
@@ -128,6 +129,7 @@ class Tokenizer:
         self.hmm = hmm
         self.names: frozenset[str] = frozenset()
         self._longest_name = 0
+        self._views: dict[frozenset[str], Tokenizer] = {}
         self.stopwords: frozenset[str] = (
             default_stopwords() if stopwords is None else frozenset(normalize(w) for w in stopwords)
         )
@@ -168,13 +170,21 @@ class Tokenizer:
     def scoped(self, names: Iterable[str]) -> Tokenizer:
         """A view that keeps one scope's ``names`` whole (normalised; 2–12 characters, no
         spaces); the same object when there are none. Cheap: the jieba engine is shared."""
-        kept = frozenset(n for n in (normalize(x).strip() for x in names) if name_word(n))
+        key = names if isinstance(names, frozenset) else frozenset(names)
+        view = self._views.get(key)
+        if view is not None:
+            return view
+        kept = frozenset(n for n in (normalize(x).strip() for x in key) if name_word(n))
         if kept == self.names:
             return self
         self._engine()  # loaded once, shared by every view
         view = copy.copy(self)
         view.names = kept
         view._longest_name = max((len(n) for n in kept), default=0)
+        view._views = {}
+        if len(self._views) >= VIEWS_CACHED:
+            self._views.clear()
+        self._views[key] = view  # a scope's names are one object while cached (store/names)
         return view
 
     def load_user_dict(self, path: str | Path) -> None:
