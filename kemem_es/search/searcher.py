@@ -84,7 +84,9 @@ class Searcher:
     ) -> None:
         self.engine = engine
         self.text = QueryText(embedder, tokenizer, expander)
-        self._counts: dict[str, tuple[float, int, int]] = {}  # (when, in scope, on shard)
+        # (alias, agent, user, filters) → (when, in scope, on shard); a tuple, not a joined
+        # string: ids may hold any separator ("a|b" + "c" and "a" + "b|c" shared one entry)
+        self._counts: dict[tuple[str, str, str | None, str], tuple[float, int, int]] = {}
         self._names_loaded_at = -NAMES_TTL_S
         self._scope_names: dict[tuple[str, str], tuple[float, frozenset[str]]] = {}
 
@@ -180,7 +182,8 @@ class Searcher:
         """(memories in scope, memories on the scope's shard), counted by the engine, cached a
         minute."""
         alias = index_alias(self.engine.settings.index_prefix, db, "events")
-        key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}|{params.filters}"
+        user = params.user_id if db == "user" else None
+        key = (alias, params.agent_id, user, repr(params.filters))
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
             scope = {"bool": {"filter": ev.request_filters(db, params)}}
