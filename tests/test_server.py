@@ -287,6 +287,11 @@ def test_memories_input_errors(seeded: Kemem) -> None:
     assert error_of(c.delete("/v1/memories/nope", params=A), 404)
     # The user database needs a user.
     assert error_of(c.get("/v1/memories", params={"agent_id": "agent_a"}), 422)
+    # An id URL clients cannot put in a path ('.' and '..' are resolved away) is refused.
+    for dot in (".", ".."):
+        record = {"description": "点", "created_at": "2025-06-01", "id": dot}
+        err = error_of(c.post("/v1/memories", json={"record": record, **A}), 422)
+        assert "dot segments" in err["message"] and "id" in err["field"], err
 
 
 def _cursor(values: list[Any]) -> str:
