@@ -83,14 +83,16 @@ def test_settings_numbers_must_be_finite(
         Settings()
 
 
-def test_an_aware_now_decays_from_its_instant() -> None:
-    """The decay origin is sent without an offset, as the engine reads stored naive times
-    (UTC): an aware ``now`` is converted, not cut (03:00+08:00 decayed from 03:00 UTC)."""
+def test_the_decay_origin_is_now_as_given() -> None:
+    """The engine reads an aware ``now`` with its offset (as it reads records; the engine test
+    checks the instant), a naive one as UTC: nothing is converted here, so the edges of the
+    time rule stay in the engine's years."""
     from datetime import datetime
 
     from kemem_es.search.events import engine_instant
 
-    assert engine_instant(datetime.fromisoformat("2025-06-15T03:00:09+08:00")) == (
-        "2025-06-14T19:00:09"
-    )
-    assert engine_instant(datetime(2025, 6, 14, 19, 0, 9)) == "2025-06-14T19:00:09"
+    aware = "2025-06-15T03:00:09+08:00"
+    assert engine_instant(datetime.fromisoformat(aware)) == aware
+    assert engine_instant(datetime(2025, 6, 14, 19, 0, 9, 500)) == "2025-06-14T19:00:09"
+    edge = "9999-12-31T23:00:00-01:00"  # 10000-01-01 in UTC
+    assert engine_instant(QueryParams(agent_id="a", user_id="u", now=edge).now) == edge
