@@ -10,7 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from kemem_es.config import Settings
-from kemem_es.contract.params import MAX_EXCLUDE_IDS, QueryParams
+from kemem_es.contract.params import (
+    MAX_CONTEXT_CHARS,
+    MAX_EXCLUDE_IDS,
+    MAX_QUERY_CHARS,
+    QueryParams,
+)
+from kemem_es.errors import InvalidInput
 
 LONE = "\ud800 x"  # a lone surrogate, as a JSON "\ud800" escape arrives
 
@@ -51,6 +57,21 @@ def test_exclude_ids_are_bounded() -> None:
     QueryParams(agent_id="a", user_id="u", exclude_ids=["m"] * MAX_EXCLUDE_IDS)
     with pytest.raises(ValidationError, match="exclude_ids"):
         QueryParams(agent_id="a", user_id="u", exclude_ids=["m"] * (MAX_EXCLUDE_IDS + 1))
+
+
+def test_the_utterance_and_its_context_are_bounded() -> None:
+    """A 500 KB utterance held a core for 70 s in the CPU stages; /query took any length."""
+    from kemem_es import Kemem
+
+    QueryParams(agent_id="a", user_id="u", context=["嗯" * MAX_CONTEXT_CHARS])
+    with pytest.raises(ValidationError, match="context"):
+        QueryParams(agent_id="a", user_id="u", context="嗯" * (MAX_CONTEXT_CHARS + 1))
+    with pytest.raises(ValidationError, match="context"):  # a list counts as its lines
+        QueryParams(agent_id="a", user_id="u", context=["嗯" * 15_000, "嗯" * 15_000])
+    km = Kemem(es_url="http://127.0.0.1:9")  # never reached
+    with pytest.raises(InvalidInput, match=f"at most {MAX_QUERY_CHARS:,}") as exc:
+        km.query("FUZZQ" * 1_000, user_id="u", agent_id="a")
+    assert exc.value.field == "text"
 
 
 @pytest.mark.parametrize("op", ["not", "and", "or"])

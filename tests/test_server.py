@@ -228,6 +228,12 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
     assert err["code"] == "invalid_input" and "colour" in err["message"]
     error_of(c.get("/nowhere"), 404)
     error_of(c.post("/query", content=b"x" * 1_100_000), 413)
+    # An utterance and its context are bounded (a 500 KB one held a core for 70 s).
+    for path in ("/query", "/query_simple"):
+        long = {**base, "query": "FUZZQ" * 1_000}
+        assert error_of(c.post(path, json=long), 422)["field"] == "query"
+        long = {**base, "context": ["嗯" * 15_000, "嗯" * 15_000]}
+        assert error_of(c.post(path, json=long), 422)["field"] == "context"
 
 
 # -- /v1/memories -------------------------------------------------------------------------
