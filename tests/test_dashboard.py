@@ -39,7 +39,7 @@ def call(app: Any, method: str, url: str, **kwargs: Any) -> Any:
 
     async def go() -> Any:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             return await c.request(method, url, **kwargs)
 
     return app.state.test_loop.run_until_complete(go())
@@ -305,7 +305,7 @@ def test_dashboard_over_async_kemem(seeded: Kemem) -> None:
 
     async def go() -> tuple[Any, Any]:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             overview = await c.get("/dashboard/api/overview", headers=bearer("key-a"))
             body = {"query": "豆包最近怎么样", **A, "score_threshold": 0.2}
             explore = await c.post("/dashboard/api/explore", json=body, headers=bearer("key-a"))

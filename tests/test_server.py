@@ -49,7 +49,7 @@ class Client:
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
         async def call() -> Any:
             transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
                 return await c.request(method, url, **kwargs)
 
         return self.loop.run_until_complete(call())
@@ -59,7 +59,7 @@ class Client:
 
         async def all_of() -> list[Any]:
             transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
                 return await asyncio.gather(*(c.request(m, u, **kw) for m, u, kw in calls))
 
         return self.loop.run_until_complete(all_of())
@@ -592,6 +592,26 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
 def unreachable() -> Kemem:
     """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
     return Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+
+
+def test_without_keys_only_local_names_and_addresses_are_served() -> None:
+    """DNS rebinding: a web page that points its own name at 127.0.0.1 calls a keyless
+    loopback server as its own origin, and the browser sends that name as the Host."""
+    c = client(unreachable())
+    for host in ("127.0.0.1:8765", "localhost:8765", "LOCALHOST", "[::1]:8765", "10.0.0.5"):
+        assert c.get("/healthz", headers={"Host": host}).status_code == 200, host
+    for host in ("evil.example.com", "evil.example.com:8765", "127.0.0.1.nip.io", "localhost.a"):
+        err = error_of(c.get("/v1/memories", params=A, headers={"Host": host}), 400)
+        assert err["code"] == "invalid_host" and err["field"] == "Host"
+    # A name the operator allows, or any ("*"); with keys no check: a rebinding page has none.
+    evil = {"Host": "evil.example.com"}
+    lan = client(unreachable(), server_allowed_hosts=["Memory.LAN"])
+    assert lan.get("/healthz", headers={"Host": "memory.lan:8765"}).status_code == 200
+    assert error_of(lan.get("/healthz", headers=evil), 400)
+    anyone = client(unreachable(), server_allowed_hosts=["*"])
+    assert anyone.get("/healthz", headers=evil).status_code == 200
+    keyed = client(unreachable(), server_api_keys=KEYS)
+    assert keyed.get("/healthz", headers=evil).status_code == 200
 
 
 def test_query_degrades_when_the_engine_is_down() -> None:
