@@ -138,6 +138,11 @@ class Settings(BaseSettings):
         repr=False,
         description='API key → agent ids it may serve ("*": all), as JSON; unset: no auth',
     )
+    server_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="without API keys: Host names served besides localhost and IP addresses "
+        '(JSON list; "*": any), against DNS rebinding',
+    )
     server_degrade: bool = Field(
         default=True, description="/query answers empty (degraded) when the engine is down"
     )

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.contract.params import QueryParams
+from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.bridge import Bridge, lazy, offload
@@ -186,6 +186,12 @@ class Kemem:
         if not isinstance(text, str):
             kind_of = type(text).__name__
             raise InvalidInput(f"text: the utterance as a string, not {kind_of}", field="text")
+        if len(text) > MAX_QUERY_CHARS:  # one turn; the CPU stages grow with it
+            raise InvalidInput(
+                f"text: {len(text):,} characters; at most {MAX_QUERY_CHARS:,} (one chat turn: "
+                "earlier turns go in context)",
+                field="text",
+            )
         utf8_text(text, "text")
         try:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)

@@ -124,16 +124,25 @@ ScopeId = Annotated[
 ]
 
 
-def _no_slash(v: str) -> str:
+def _path_segment(v: str) -> str:
+    """One URL path segment that stays itself: a '/' splits it, and URL clients (browsers,
+    httpx, requests, curl) resolve the dot segments '.' and '..' away, so
+    /v1/memories/./history reached /v1/memories/history and the dashboard's delete of '.'
+    went to the scope delete."""
     if "/" in v:
         raise ValueError(
             "must not contain '/': the HTTP API names a memory in its URL path "
             "(/v1/memories/{id}), where a '/' reads as the path's own (foo/history)"
         )
+    if v in (".", ".."):
+        raise ValueError(
+            f"must not be {v!r}: the HTTP API names a memory in its URL path "
+            "(/v1/memories/{id}), where URL clients remove the dot segments '.' and '..'"
+        )
     return v
 
 
-MemoryId = Annotated[ScopeId, AfterValidator(_no_slash)]
+MemoryId = Annotated[ScopeId, AfterValidator(_path_segment)]
 """A caller-chosen memory id: a scope id that the HTTP API can also put in a URL path."""
 
 

@@ -5,9 +5,13 @@ agents; without a key, 401). The browser test is tests/test_dashboard_browser.py
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +39,7 @@ def call(app: Any, method: str, url: str, **kwargs: Any) -> Any:
 
     async def go() -> Any:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             return await c.request(method, url, **kwargs)
 
     return app.state.test_loop.run_until_complete(go())
@@ -83,6 +87,32 @@ def test_quantile_interpolates_like_prometheus() -> None:
     assert quantile(0.99, buckets) == pytest.approx(0.982)
     assert quantile(0.5, [(0.1, 0.0), (float("inf"), 0.0)]) is None
     assert quantile(0.99, [(0.1, 1.0), (float("inf"), 10.0)]) == 0.1  # in +Inf: the last bound
+
+
+def test_the_page_never_puts_an_unaddressable_memory_id_in_a_url() -> None:
+    """URL rules resolve an empty id, '.' and '..' away: the delete of memory '.' went to
+    DELETE /v1/memories/ (the scope delete). Every memory URL is built by one function, which
+    refuses them (run in node where it is installed)."""
+    from kemem_es.server import dashboard
+
+    text = (Path(dashboard.__file__).parent / "static/dashboard.js").read_text(encoding="utf-8")
+    assert text.count("`/v1/memories/") == 1, "memory URLs are built by memoryUrl only"
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    func = re.search(r"\n  function memoryUrl\(.*?\n  }\n", text, re.S)
+    assert func is not None
+    ids = ["", ".", "..", "a b/.", "..."]
+    calls = f"""
+for (const id of {json.dumps(ids)}) {{
+  try {{ console.log(memoryUrl(id, "/history?")); }} catch (e) {{ console.log("refused"); }}
+}}"""
+    script = func.group(0) + calls
+    out = subprocess.run([node, "-e", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [
+        "refused", "refused", "refused", "/v1/memories/a%20b%2F./history?",
+        "/v1/memories/.../history?",
+    ]  # fmt: skip
 
 
 @pytest.mark.engine
@@ -275,7 +305,7 @@ def test_dashboard_over_async_kemem(seeded: Kemem) -> None:
 
     async def go() -> tuple[Any, Any]:
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
             overview = await c.get("/dashboard/api/overview", headers=bearer("key-a"))
             body = {"query": "豆包最近怎么样", **A, "score_threshold": 0.2}
             explore = await c.post("/dashboard/api/explore", json=body, headers=bearer("key-a"))

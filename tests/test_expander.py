@@ -134,6 +134,23 @@ def test_unknown_compound_uses_its_known_part(expander: Expander) -> None:
     assert words(r.expanded) == [("火锅", 7), ("麻辣烫", 6), ("聚餐", 5)]
 
 
+def test_an_unknown_word_costs_the_same_whatever_its_length(expander: Expander) -> None:
+    """Every prefix and suffix of an unknown word was looked up: one latin "word" of 500 KB
+    in a /query held a core for 70 s. Parts are now at most MAX_PART_CHARS long."""
+    from kemem_es.expand.expander import MAX_PART_CHARS
+
+    looked: list[str] = []
+    lexicon = Lexicon.from_mapping(LEX)
+    get = lexicon.get
+    lexicon.get = lambda word: looked.append(word) or get(word)  # type: ignore[method-assign]
+    counted = Expander(lexicon, expander.tokenizer, IDF)
+    assert counted.associations("fuzzq" * 10_000) == []
+    assert len(looked) <= 1 + 2 * MAX_PART_CHARS
+    assert max(len(w) for w in looked[1:]) == MAX_PART_CHARS
+    # the head of a long compound is still found
+    assert counted.associations("很" * 1_000 + "火锅")[:2] == [("火锅", 7), ("麻辣烫", 6)]
+
+
 def test_deterministic_and_serialisable(expander: Expander) -> None:
     a = expander.expand("红色的玫瑰和火锅", strategy=1)
     b = expander.expand("红色的玫瑰和火锅", strategy=1)

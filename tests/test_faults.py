@@ -182,7 +182,7 @@ def test_overloaded_server_answers_429_and_still_serves_ops(kemem: Kemem) -> Non
     transport = httpx.ASGITransport(app=c.app, raise_app_exceptions=False)
 
     async def c_async(method: str, url: str, **kw: Any) -> Any:
-        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as h:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as h:
             return await h.request(method, url, **kw)
 
     async def both() -> list[Any]:

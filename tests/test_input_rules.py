@@ -171,3 +171,12 @@ def test_a_memory_id_with_a_slash_is_refused(memory_id: str) -> None:
     (problem,) = problems(event(id=memory_id))
     assert problem.startswith("record 1: id: ") and "'/'" in problem
     assert problems(event(id="foo-history_1.2")) == []
+
+
+@pytest.mark.parametrize("memory_id", [".", "..", " .. "])
+def test_a_dot_segment_memory_id_is_refused(memory_id: str) -> None:
+    """URL clients resolve '.' and '..' away: /v1/memories/./history is /v1/memories/history,
+    and the dashboard's delete of '.' reached the scope delete."""
+    (problem,) = problems(event(id=memory_id))
+    assert problem.startswith("record 1: id: ") and "dot segments" in problem
+    assert problems(event(id="..."), event(id=".x"), event(id="x..")) == []

@@ -144,6 +144,29 @@ def q(km, text: str, user: str = U1, **kw):
     return km.query(text, user_id=user, agent_id=A, now=NOW, **kw)
 
 
+def test_an_aware_now_decays_from_its_instant(km) -> None:
+    """03:00+08:00 is 19:00 UTC the day before: the same decay as that naive (UTC) time."""
+
+    def times(now: str) -> dict[str, float]:
+        resp = km.query("火锅", user_id=U1, agent_id=A, now=now, score_threshold=0, explain=True)
+        return {e.index: e.signals.time for e in resp.memory_events if e.signals}
+
+    aware = times("2025-06-02T03:00:00+08:00")
+    assert aware and aware == times("2025-06-01T19:00:00")
+    assert aware != times("2025-06-01T03:00:00")
+
+
+@pytest.mark.parametrize(
+    "now", ["9999-12-31T23:00:00-01:00", "9999-12-31T23:59:59-18:00", "1000-01-01T00:00:00+18:00"]
+)
+def test_now_at_the_edges_of_the_time_rule_is_answered(km, now: str) -> None:
+    """Records take these times, so a query does too: its UTC instant (year 10000 or 999)
+    overflowed Python's datetime (a 500) or reached the engine as a year it cannot parse."""
+    for degrade in (False, True):
+        resp = km.query("火锅", user_id=U1, agent_id=A, now=now, score_threshold=0, degrade=degrade)
+        assert {"old", "new"} <= set(ids(resp)) and not resp.additional_info.degraded
+
+
 def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
     resp = q(km, "最近总是失眠，晚上睡不着", explain=True)
     got = ids(resp)

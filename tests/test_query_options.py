@@ -10,7 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from kemem_es.config import Settings
-from kemem_es.contract.params import MAX_EXCLUDE_IDS, QueryParams
+from kemem_es.contract.params import (
+    MAX_CONTEXT_CHARS,
+    MAX_EXCLUDE_IDS,
+    MAX_QUERY_CHARS,
+    QueryParams,
+)
+from kemem_es.errors import InvalidInput
 
 LONE = "\ud800 x"  # a lone surrogate, as a JSON "\ud800" escape arrives
 
@@ -53,6 +59,21 @@ def test_exclude_ids_are_bounded() -> None:
         QueryParams(agent_id="a", user_id="u", exclude_ids=["m"] * (MAX_EXCLUDE_IDS + 1))
 
 
+def test_the_utterance_and_its_context_are_bounded() -> None:
+    """A 500 KB utterance held a core for 70 s in the CPU stages; /query took any length."""
+    from kemem_es import Kemem
+
+    QueryParams(agent_id="a", user_id="u", context=["嗯" * MAX_CONTEXT_CHARS])
+    with pytest.raises(ValidationError, match="context"):
+        QueryParams(agent_id="a", user_id="u", context="嗯" * (MAX_CONTEXT_CHARS + 1))
+    with pytest.raises(ValidationError, match="context"):  # a list counts as its lines
+        QueryParams(agent_id="a", user_id="u", context=["嗯" * 15_000, "嗯" * 15_000])
+    km = Kemem(es_url="http://127.0.0.1:9")  # never reached
+    with pytest.raises(InvalidInput, match=f"at most {MAX_QUERY_CHARS:,}") as exc:
+        km.query("FUZZQ" * 1_000, user_id="u", agent_id="a")
+    assert exc.value.field == "text"
+
+
 @pytest.mark.parametrize("op", ["not", "and", "or"])
 def test_deeply_nested_filters_are_refused_in_the_query_options(op: str) -> None:
     """2,000 nested {"not": ...} used to reach the search and die of RecursionError."""
@@ -83,14 +104,16 @@ def test_settings_numbers_must_be_finite(
         Settings()
 
 
-def test_an_aware_now_decays_from_its_instant() -> None:
-    """The decay origin is sent without an offset, as the engine reads stored naive times
-    (UTC): an aware ``now`` is converted, not cut (03:00+08:00 decayed from 03:00 UTC)."""
+def test_the_decay_origin_is_now_as_given() -> None:
+    """The engine reads an aware ``now`` with its offset (as it reads records; the engine test
+    checks the instant), a naive one as UTC: nothing is converted here, so the edges of the
+    time rule stay in the engine's years."""
     from datetime import datetime
 
     from kemem_es.search.events import engine_instant
 
-    assert engine_instant(datetime.fromisoformat("2025-06-15T03:00:09+08:00")) == (
-        "2025-06-14T19:00:09"
-    )
-    assert engine_instant(datetime(2025, 6, 14, 19, 0, 9)) == "2025-06-14T19:00:09"
+    aware = "2025-06-15T03:00:09+08:00"
+    assert engine_instant(datetime.fromisoformat(aware)) == aware
+    assert engine_instant(datetime(2025, 6, 14, 19, 0, 9, 500)) == "2025-06-14T19:00:09"
+    edge = "9999-12-31T23:00:00-01:00"  # 10000-01-01 in UTC
+    assert engine_instant(QueryParams(agent_id="a", user_id="u", now=edge).now) == edge

@@ -49,7 +49,7 @@ class Client:
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
         async def call() -> Any:
             transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
                 return await c.request(method, url, **kwargs)
 
         return self.loop.run_until_complete(call())
@@ -59,7 +59,7 @@ class Client:
 
         async def all_of() -> list[Any]:
             transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
                 return await asyncio.gather(*(c.request(m, u, **kw) for m, u, kw in calls))
 
         return self.loop.run_until_complete(all_of())
@@ -189,6 +189,12 @@ def test_query_returns_the_v23_contract(seeded: Kemem) -> None:
     more = {**body, "context": "我们在聊狗", "now": "2025-06-01T10:00:00", "mode": "bm25"}
     r = c.post("/query", json={**more, "exclude_ids": [first], "filters": {"place": "家"}})
     assert r.status_code == 200 and r.json()["memory_events"] == []
+    # a now at the time rule's edges, as records may hold it (an OverflowError's 500 before)
+    for now in ("9999-12-31T23:00:00-01:00", "1000-01-01T00:00:00+18:00"):
+        for path in ("/query", "/query_simple"):
+            r = c.post(path, json={**body, "now": now})
+            assert r.status_code == 200 and r.json()["memory_events"], r.text
+            assert "X-Kemem-Degraded" not in r.headers
     # context as a chat app keeps it: a list of messages answers as the same turns as lines
     lines = c.post("/query", json={**body, "context": "黎深：豆包还好吗\n小满：它最近胖了"}).json()
     chat = [{"role": "黎深", "content": "豆包还好吗"}, {"speaker": "小满", "text": "它最近胖了"}]
@@ -222,6 +228,12 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
     assert err["code"] == "invalid_input" and "colour" in err["message"]
     error_of(c.get("/nowhere"), 404)
     error_of(c.post("/query", content=b"x" * 1_100_000), 413)
+    # An utterance and its context are bounded (a 500 KB one held a core for 70 s).
+    for path in ("/query", "/query_simple"):
+        long = {**base, "query": "FUZZQ" * 1_000}
+        assert error_of(c.post(path, json=long), 422)["field"] == "query"
+        long = {**base, "context": ["嗯" * 15_000, "嗯" * 15_000]}
+        assert error_of(c.post(path, json=long), 422)["field"] == "context"
 
 
 # -- /v1/memories -------------------------------------------------------------------------
@@ -287,6 +299,11 @@ def test_memories_input_errors(seeded: Kemem) -> None:
     assert error_of(c.delete("/v1/memories/nope", params=A), 404)
     # The user database needs a user.
     assert error_of(c.get("/v1/memories", params={"agent_id": "agent_a"}), 422)
+    # An id URL clients cannot put in a path ('.' and '..' are resolved away) is refused.
+    for dot in (".", ".."):
+        record = {"description": "点", "created_at": "2025-06-01", "id": dot}
+        err = error_of(c.post("/v1/memories", json={"record": record, **A}), 422)
+        assert "dot segments" in err["message"] and "id" in err["field"], err
 
 
 def _cursor(values: list[Any]) -> str:
@@ -575,6 +592,26 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
 def unreachable() -> Kemem:
     """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
     return Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+
+
+def test_without_keys_only_local_names_and_addresses_are_served() -> None:
+    """DNS rebinding: a web page that points its own name at 127.0.0.1 calls a keyless
+    loopback server as its own origin, and the browser sends that name as the Host."""
+    c = client(unreachable())
+    for host in ("127.0.0.1:8765", "localhost:8765", "LOCALHOST", "[::1]:8765", "10.0.0.5"):
+        assert c.get("/healthz", headers={"Host": host}).status_code == 200, host
+    for host in ("evil.example.com", "evil.example.com:8765", "127.0.0.1.nip.io", "localhost.a"):
+        err = error_of(c.get("/v1/memories", params=A, headers={"Host": host}), 400)
+        assert err["code"] == "invalid_host" and err["field"] == "Host"
+    # A name the operator allows, or any ("*"); with keys no check: a rebinding page has none.
+    evil = {"Host": "evil.example.com"}
+    lan = client(unreachable(), server_allowed_hosts=["Memory.LAN"])
+    assert lan.get("/healthz", headers={"Host": "memory.lan:8765"}).status_code == 200
+    assert error_of(lan.get("/healthz", headers=evil), 400)
+    anyone = client(unreachable(), server_allowed_hosts=["*"])
+    assert anyone.get("/healthz", headers=evil).status_code == 200
+    keyed = client(unreachable(), server_api_keys=KEYS)
+    assert keyed.get("/healthz", headers=evil).status_code == 200
 
 
 def test_query_degrades_when_the_engine_is_down() -> None:

@@ -90,6 +90,20 @@ def test_no_verb_reaches_another_users_memory(kemem) -> None:
     assert kemem.count(**X1) == 4
 
 
+def test_scope_sizes_are_cached_per_scope_whatever_its_ids_hold(kemem) -> None:
+    """The size that picks exact or approximate scoring is one scope's own: agent "cc|y" with
+    user "z" and agent "cc" with user "y|z" once shared one cache entry."""
+    from kemem_es.contract.params import QueryParams
+
+    kemem.init()
+    big, small = {"agent_id": "cc|y", "user_id": "z"}, {"agent_id": "cc", "user_id": "y|z"}
+    kemem.index_records(rows(big, "一个租户的记忆", n=5), "events")
+    kemem.engine.refresh(f"{kemem.settings.index_prefix}-user-events")
+    searcher = kemem.searcher
+    assert searcher._scope_counts("user", QueryParams(**big))[0] == 5
+    assert searcher._scope_counts("user", QueryParams(**small))[0] == 0
+
+
 def test_concurrent_first_init_all_succeed(engine_settings, embedder) -> None:
     import uuid
 

@@ -87,6 +87,9 @@ def serve(
     log = logging.getLogger("kemem_es.server")
     if not settings.server_api_keys:
         log.warning("no API keys configured: open access")
+        # the name it binds is one its clients may use (the Host check, server.app.HostCheck)
+        hosts = [*settings.server_allowed_hosts, host]
+        settings = settings.model_copy(update={"server_allowed_hosts": hosts})
     # The app warms up (engine, names) before it takes traffic and closes km at shutdown.
     app = create_app(km, settings, close=True)
     # Our own request log replaces uvicorn's access log (which would print query strings).

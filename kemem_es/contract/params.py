@@ -14,13 +14,17 @@ from pydantic import (
 )
 
 from kemem_es.errors import InvalidInput
-from kemem_es.models import Time, check_utf8
+from kemem_es.models import MAX_TEXT_CHARS, Time, check_utf8
 from kemem_es.store.filters import compile_filters
 from kemem_es.text.dialogue import context_lines
 
 Mode = Literal["fusion", "bm25", "vector", "rrf", "two_stage"]
 Path_ = Literal["auto", "exact", "approx"]
 MAX_EXCLUDE_IDS = 10_000  # one terms clause; the engine refuses more than 65,536 terms
+# A chat turn and its earlier turns, in characters: the query's CPU stages (jieba, expansion,
+# the model) grow with the text, and a 500 KB utterance held a core for 70 s.
+MAX_QUERY_CHARS = 4_000
+MAX_CONTEXT_CHARS = MAX_TEXT_CHARS
 
 
 class Weights(BaseModel):
@@ -196,8 +200,10 @@ class QueryParams(BaseModel):
     )
     context: Annotated[str, WithJsonSchema(CONTEXT_INPUT, mode="validation")] = Field(
         "",
+        max_length=MAX_CONTEXT_CHARS,
         description="earlier turns, oldest first: one per line (speaker：text allowed), or a "
-        "list of turns (strings or {role|speaker, content|text} objects)",
+        f"list of turns (strings or {{role|speaker, content|text}} objects); at most "
+        f"{MAX_CONTEXT_CHARS:,} characters as lines",
     )
     user_name: str | None = None
     agent_name: str | None = None
@@ -293,10 +299,12 @@ class QueryParams(BaseModel):
         if value is None:
             return ""
         if isinstance(value, list | tuple):
-            return context_lines(value)
+            value = context_lines(value)
+        if isinstance(value, str):  # before the length check, which says less about such text
+            check_utf8(value)
         return value
 
-    @field_validator("agent_id", "user_id", "context", "user_name", "agent_name", "exclude_ids")
+    @field_validator("agent_id", "user_id", "user_name", "agent_name", "exclude_ids")
     @classmethod
     def _utf8(cls, value: str | list[str] | None) -> str | list[str] | None:
         for text in value if isinstance(value, list) else [value]:

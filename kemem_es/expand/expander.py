@@ -13,6 +13,10 @@ from kemem_es.text.tokenizer import Tokenizer, default_tokenizer, normalize
 
 RECURRENCE_BONUS = 2  # strategy 1: each extra target word that proposes a word adds this
 HEAD_LEVEL = 7  # level of the lexicon word found inside an unknown compound (吃火锅 → 火锅)
+# Longest part of an unknown compound looked up (the shipped lexicon's words have at most 6
+# characters): every part of a word was tried, 2·n slices of up to n characters, so one latin
+# "word" of 50k characters cost 0.6 s and a 500 KB utterance 70 s.
+MAX_PART_CHARS = 8
 
 
 class ExpandedWord(BaseModel):
@@ -147,11 +151,12 @@ class Expander:
     def associations(self, word: str) -> list[Assoc]:
         """The lexicon's list for ``word``; for a compound the lexicon lacks (jieba keeps
         吃火锅, 喝咖啡, 好开心 whole) the longest known part stands in, itself first at
-        ``HEAD_LEVEL``: memories say 火锅 more often than 吃火锅."""
+        ``HEAD_LEVEL``: memories say 火锅 more often than 吃火锅. Parts are at most
+        ``MAX_PART_CHARS`` long, so a word costs the same whatever its length."""
         pairs = self.lexicon.get(word)
         if pairs or len(word) < 3:
             return pairs
-        for size in range(len(word) - 1, 1, -1):
+        for size in range(min(len(word) - 1, MAX_PART_CHARS), 1, -1):
             for part in (word[-size:], word[:size]):  # the head noun is usually at the end
                 found = self.lexicon.get(part)
                 if found:

@@ -24,7 +24,7 @@ vector, words, ``now`` and constants travel as params / query values, never as s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
@@ -132,12 +132,12 @@ def sentence_clause(
 
 
 def engine_instant(t: datetime) -> str:
-    """``t`` as the engine reads a date without an offset (UTC, as stored naive times are):
-    an aware time is converted first, not cut off its offset (a query at 03:00+08:00 decayed
-    from 03:00 UTC, eight hours off)."""
-    if t.tzinfo is not None:
-        t = t.astimezone(timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S")
+    """``t`` as records are stored: an aware time keeps its offset and the engine computes its
+    instant (never cut off: 03:00+08:00 once decayed from 03:00 UTC), a naive one is read as
+    UTC. Not converted here: at the time rule's edges the UTC instant leaves years 1000–9999
+    (9999-12-31T23:00-01:00 overflowed Python's datetime, 1000-01-01T00:00+18:00 became year
+    999, which the engine cannot parse), while the engine takes both, as it takes records."""
+    return t.isoformat(timespec="seconds")
 
 
 def signal_functions(

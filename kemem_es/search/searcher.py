@@ -86,7 +86,9 @@ class Searcher:
         self.engine = engine
         self.text = QueryText(embedder, tokenizer, expander)
         self.names = names if names is not None else ScopeNames(engine)
-        self._counts: dict[str, tuple[float, int, int]] = {}  # (when, in scope, on shard)
+        # (alias, agent, user, filters) → (when, in scope, on shard); a tuple, not a joined
+        # string: ids may hold any separator ("a|b" + "c" and "a" + "b|c" shared one entry)
+        self._counts: dict[tuple[str, str, str | None, str], tuple[float, int, int]] = {}
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table and the model now, not on the first query."""
@@ -108,7 +110,8 @@ class Searcher:
         """(memories in scope, memories on the scope's shard), counted by the engine, cached a
         minute."""
         alias = index_alias(self.engine.settings.index_prefix, db, "events")
-        key = f"{alias}|{params.agent_id}|{params.user_id if db == 'user' else ''}|{params.filters}"
+        user = params.user_id if db == "user" else None
+        key = (alias, params.agent_id, user, repr(params.filters))
         cached = self._counts.get(key)
         if cached is None or time.monotonic() - cached[0] > COUNT_TTL_S:
             scope = {"bool": {"filter": ev.request_filters(db, params)}}

@@ -5,11 +5,12 @@ refused with 429 at the door rather than queued behind a busy engine."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request, Response
@@ -83,6 +84,38 @@ class BodyLimit:
         await self.app(scope, replayed, send)
 
 
+class HostCheck:
+    """Without API keys: 400 for a Host header that names neither localhost, an IP address nor
+    an allowed name. A web page can point its own DNS name at 127.0.0.1 (DNS rebinding) and
+    then call a loopback server as its own origin: the browser still sends the page's name,
+    never an address. ``"*"`` among ``allowed`` turns the check off."""
+
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = {"localhost", *(name.lower().rstrip(".") for name in allowed)}
+
+    def serves(self, host: str) -> bool:
+        if "*" in self.allowed:
+            return True
+        name = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":", 1)[0]
+        try:
+            ipaddress.ip_address(name)
+            return True
+        except ValueError:
+            return name.lower().rstrip(".") in self.allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        host = dict(scope["headers"]).get(b"host") if scope["type"] == "http" else None
+        if host is None or self.serves(host.decode("latin-1")):
+            await self.app(scope, receive, send)
+            return
+        msg = (
+            "without API keys this server answers only for localhost and IP addresses, not the "
+            "name in the Host header (KEMEM_SERVER_ALLOWED_HOSTS adds names)"
+        )
+        await error_response(400, "invalid_host", msg, "Host")(scope, receive, send)
+
+
 class InflightLimit:
     """429 (with Retry-After) for a request beyond ``limit`` in flight; /healthz, /readyz and
     /metrics are always answered, so an overloaded server can still be observed."""
@@ -147,6 +180,8 @@ def create_app(
     app.add_middleware(
         InflightLimit, limit=cfg.server_max_inflight, on_reject=app.state.metrics.overloaded
     )
+    if not app.state.keyring.enabled:  # a key is what a rebinding page cannot send
+        app.add_middleware(HostCheck, allowed=cfg.server_allowed_hosts)
 
     @app.middleware("http")
     async def request_log(request: Request, call_next: RequestResponseEndpoint) -> Response:

@@ -63,8 +63,11 @@ def error_response(
 
 def _field_of(loc: Sequence[object]) -> str:
     """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``; ``("body",)``
-    (no body at all) → ``body``."""
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    (no body at all) → ``body``. Only the first item says where: /query's body field
+    ``query`` (``("body", "query")``) is named ``query``, not ``body``."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
     return ".".join(parts) or "body"
 
 

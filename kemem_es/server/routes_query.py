@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import Field
 
 from kemem_es.async_kemem import AsyncKemem
-from kemem_es.contract.params import QueryParams
+from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import QueryResponse
 from kemem_es.server.auth import Access, authenticate
 
@@ -25,7 +25,10 @@ class QueryRequest(QueryParams):
     :class:`QueryParams` (``context``, ``now``, ``exclude_ids``, ``filters``, ``mode``, ...).
     An unknown field is a 422 naming it."""
 
-    query: str = Field(description="the user's utterance")
+    query: str = Field(
+        max_length=MAX_QUERY_CHARS,
+        description=f"the user's utterance (at most {MAX_QUERY_CHARS:,} characters)",
+    )
 
 
 async def _run(

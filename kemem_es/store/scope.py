@@ -33,8 +33,9 @@ def checked_id(value: object, field: str) -> str:
     """A caller's id (agent, user or memory) by the records' own rule (``models.ScopeId``): a
     string, stripped, not empty, at most 200 bytes, no control characters. So a separator can
     never make two scopes' keys run together, and a wrong type is an error, not a TypeError.
-    A memory id to write also follows ``models.MemoryId`` (no '/', checked with its record);
-    looking one up keeps this wider rule, so a memory stored before that can still be deleted."""
+    A memory id to write also follows ``models.MemoryId`` (no '/', not '.' or '..', checked
+    with its record); looking one up keeps this wider rule, so a memory stored before that can
+    still be deleted."""
     try:
         return _ID.validate_python(value)
     except ValidationError as exc:

@@ -26,7 +26,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kemem_es import __version__
 from kemem_es.async_kemem import AsyncKemem
-from kemem_es.contract.params import Mode, QueryParams, Weights
+from kemem_es.contract.params import (
+    MAX_CONTEXT_CHARS,
+    MAX_QUERY_CHARS,
+    Mode,
+    QueryParams,
+    Weights,
+)
 from kemem_es.errors import KememError, invalid_options
 from kemem_es.models import Time
 from kemem_es.server.auth import Access, authenticate
@@ -74,6 +80,8 @@ def page(request: Request) -> HTMLResponse:
         "w_strength": weights.strength,
         "threshold": defaults["score_threshold"].default,
         "limit": defaults["limit"].default,
+        "max_query": MAX_QUERY_CHARS,
+        "max_context": MAX_CONTEXT_CHARS,
     }
     text = Template(_asset("page.html")).substitute(
         {k: html.escape(str(v), quote=True) for k, v in values.items()}
@@ -124,10 +132,10 @@ class ExploreRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)  # as /query's
     user_id: str = Field(min_length=1)
     agent_id: str = Field(min_length=1)
-    context: str = Field("", max_length=20000)
+    context: str = Field("", max_length=MAX_CONTEXT_CHARS)
     modes: list[Mode] = Field(default=["fusion"], min_length=1, max_length=2)  # copied per request
     weights: Weights | None = None
     score_threshold: float | None = Field(None, ge=0, le=1)

@@ -327,6 +327,16 @@
   // -- memory browser ---------------------------------------------------------------------
   let listed = null; // {scope, cursor}
 
+  // One memory's URL. URL rules resolve an empty id and the dot segments "." and ".." away
+  // (/v1/memories/./history is /v1/memories/history; a DELETE of /v1/memories/. reached the
+  // scope delete), so such an id is an error here, never a request.
+  function memoryUrl(id, tail) {
+    if (id === "" || id === "." || id === "..") {
+      throw new Error(`memory id ${JSON.stringify(id)} cannot be named in a URL; use the Memory API from code`);
+    }
+    return `/v1/memories/${encodeURIComponent(id)}${tail}`;
+  }
+
   function scopeQuery(scope, extra) {
     const q = new URLSearchParams({ agent_id: scope.agent_id, db: scope.db });
     if (scope.user_id) q.set("user_id", scope.user_id);
@@ -387,7 +397,7 @@
     ask.addEventListener("click", () => {
       clear(del).append(h("span", null, "Delete this memory? It stays in its history. "),
         h("button", { type: "button", class: "danger really", id: "mem-delete-confirm", onclick: guarded(async () => {
-          await api("DELETE", `/v1/memories/${encodeURIComponent(m.id)}?` + scopeQuery(scope, { kind: m.kind, refresh: "true" }));
+          await api("DELETE", memoryUrl(m.id, "?") + scopeQuery(scope, { kind: m.kind, refresh: "true" }));
           for (const tr of [...$("mem-table").tBodies[0].rows]) if (tr.dataset.id === m.id) tr.remove();
           clear(del).append(h("span", { class: "muted", id: "mem-deleted" }, "deleted"));
           await loadHistory(scope, m, hist);
@@ -401,7 +411,7 @@
   });
 
   async function loadHistory(scope, m, hist) {
-    const data = await api("GET", `/v1/memories/${encodeURIComponent(m.id)}/history?` + scopeQuery(scope));
+    const data = await api("GET", memoryUrl(m.id, "/history?") + scopeQuery(scope));
     clear(hist).append(h("table", null,
       h("thead", null, h("tr", null, ["at", "event", "actor", "reason", "before", "after"].map((c) => h("th", null, c)))),
       h("tbody", null, data.results.length ? data.results.map((e) => h("tr", { data: { event: e.event } },
