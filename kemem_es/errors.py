@@ -77,12 +77,14 @@ class NotFound(KememError):
 
 
 class WriteInterrupted(EngineUnavailable):
-    """A multi-batch write stopped part-way; ``written`` says how far it got. Re-running the
+    """A multi-batch write stopped part-way; ``written`` says how far it got, ``unknown`` how
+    many records were sent without an answer (the engine may still apply them). Re-running the
     same import resumes: what was written is recognised as unchanged."""
 
-    def __init__(self, message: str, written: int) -> None:
+    def __init__(self, message: str, written: int, unknown: int = 0) -> None:
         super().__init__(message)
         self.written = written
+        self.unknown = unknown
 
 
 def invalid_options(exc: ValidationError) -> InvalidInput:
