@@ -60,6 +60,16 @@ class ExtractorNotConfigured(ExtractionError):
     ``infer``)."""
 
 
+class ExtractionPending(KememError):
+    """``drain(timeout_s)`` ran out of time with ``pending`` background extractions still
+    running: they stay tracked (finished ones too), so a later ``drain()`` waits for them and
+    returns what they stored."""
+
+    def __init__(self, message: str, pending: int) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
 class EngineRefused(InvalidInput):
     """The engine refused our request as malformed (HTTP 400), or the client could not even
     encode it (a number past 64 bits): something in the input it cannot take. Not an outage —
