@@ -383,3 +383,22 @@ def test_a_rerun_of_a_recorded_import_adds_no_history(kemem) -> None:
     assert kemem.index_records(rows, "events").unchanged == 1
     events = [e.event for e in kemem.history("r1", agent_id="qiyu", user_id="u1")]
     assert events == ["ADD", "NOOP"]
+
+
+def test_cli_counts_rejected_records_not_problems(kemem, tmp_path) -> None:
+    kemem.init()
+    bad = {"created_at": "2025-02-30", "strength": -1, "keywords": 5}  # three bad fields
+    path = write(
+        tmp_path / "rej.jsonl",
+        [{**OK, "description": "木木今天去跑步了"}, {**OK, "description": "游泳", **bad}],
+    )
+    refused = _cli(kemem, "index", str(path), "--kind", "events")
+    assert refused.returncode == 2
+    assert "1 invalid record(s)" in " ".join(refused.stderr.split())  # rich wraps lines
+    partial = _cli(kemem, "index", str(path), "--kind", "events", "--skip-invalid")
+    assert partial.returncode == 1
+    assert "indexed 1," in partial.stdout and "rejected 1 in" in partial.stdout
+    assert "line 2: 3 problems" in partial.stderr  # listed under their record
+    assert partial.stderr.count("✗") == 1
+    for field in ("created_at", "strength", "keywords"):
+        assert f"      {field}" in partial.stderr

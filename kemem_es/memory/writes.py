@@ -28,7 +28,7 @@ from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.scope import Scope
-from kemem_es.store.validation import validate_items
+from kemem_es.store.validation import by_record, validate_items
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ class WritePaths:
             where = f"{path}: " if path else ""
             hint = " (fix them, or pass --skip-invalid to index the valid ones)" if path else ""
             raise InvalidInput(
-                f"{where}{len(problems)} invalid record(s); nothing was written{hint}; "
+                f"{where}{len(by_record(problems))} invalid record(s); nothing was written{hint}; "
                 f"first: {problems[0]}",
                 problems,
             )

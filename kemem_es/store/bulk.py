@@ -48,7 +48,7 @@ from kemem_es.store.documents import (
     vector_fields,
 )
 from kemem_es.store.layout import history_alias, index_alias
-from kemem_es.store.validation import Checked
+from kemem_es.store.validation import Checked, by_record
 
 RETRY_STATUSES = {429, 502, 503, 504}
 SENDERS = 2
@@ -96,6 +96,12 @@ class IndexReport:
         return self.indexed + self.updated
 
     @property
+    def rejected_records(self) -> int:
+        """How many records were rejected (``rejected`` lists problems: a record can have
+        several)."""
+        return len(by_record(self.rejected))
+
+    @property
     def docs_per_s(self) -> float:
         return self.written / self.seconds if self.seconds > 0 else 0.0
 
@@ -116,7 +122,7 @@ class IndexReport:
         )
         return (
             f"indexed {self.indexed}, updated {self.updated}, unchanged {self.unchanged}"
-            f"{dedup}, rejected {len(self.rejected)} in {self.seconds:.2f} s "
+            f"{dedup}, rejected {self.rejected_records} in {self.seconds:.2f} s "
             f"({self.docs_per_s:.0f} docs/s)"
         )
 
