@@ -18,7 +18,6 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kemem_es.config import Settings
 from kemem_es.engine.bridge import AwaitingClient, Bridge
-from kemem_es.errors import KememError
 from kemem_es.kemem import Kemem
 from kemem_es.memory.hooks import Hooks
 
@@ -73,9 +72,14 @@ class AsyncKemem:
         return self.core.hooks
 
     @property
-    def extraction_errors(self) -> list[KememError]:
-        """Background extractions that failed (``infer="background"``)."""
+    def extraction_errors(self) -> list[Exception]:
+        """The latest background extractions that failed (``infer="background"``)."""
         return self.core.extraction_errors
+
+    @property
+    def extraction_failures(self) -> int:
+        """How many background extractions failed since start (the ``/metrics`` counter)."""
+        return self.core.extraction_failures
 
     async def aclose(self) -> None:
         """Finish background extractions and reinforcement, then close the client."""

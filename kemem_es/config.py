@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kemem_es.errors import InvalidInput
@@ -153,6 +153,15 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
+    @field_validator("llm_api_key")
+    @classmethod
+    def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
+        """The key goes into an HTTP header: anything but printable ASCII would fail every
+        extraction later (an encoding error, a protocol error), not say what is wrong."""
+        if key is not None and not is_header_token(key.get_secret_value()):
+            raise ValueError(NOT_A_HEADER_TOKEN)  # never the key itself
+        return key
+
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         self.home = self.home.expanduser()
@@ -170,6 +179,17 @@ class Settings(BaseSettings):
     def url(self) -> str:
         """The cluster to talk to: the user's own, else the local node."""
         return self.es_url or self.local_url
+
+
+NOT_A_HEADER_TOKEN = (
+    "must be printable ASCII without spaces (it is sent in an HTTP header; check for a stray "
+    "character, a newline or a full-width letter)"
+)
+
+
+def is_header_token(value: str) -> bool:
+    """Printable ASCII, no spaces: what a Bearer token in an HTTP header can carry."""
+    return all("!" <= ch <= "~" for ch in value)
 
 
 def get_settings(**overrides: Any) -> Settings:

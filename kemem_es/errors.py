@@ -60,6 +60,16 @@ class ExtractorNotConfigured(ExtractionError):
     ``infer``)."""
 
 
+class ExtractionPending(KememError):
+    """``drain(timeout_s)`` ran out of time with ``pending`` background extractions still
+    running: they stay tracked (finished ones too), so a later ``drain()`` waits for them and
+    returns what they stored."""
+
+    def __init__(self, message: str, pending: int) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
 class EngineRefused(InvalidInput):
     """The engine refused our request as malformed (HTTP 400), or the client could not even
     encode it (a number past 64 bits): something in the input it cannot take. Not an outage —
@@ -77,12 +87,14 @@ class NotFound(KememError):
 
 
 class WriteInterrupted(EngineUnavailable):
-    """A multi-batch write stopped part-way; ``written`` says how far it got. Re-running the
+    """A multi-batch write stopped part-way; ``written`` says how far it got, ``unknown`` how
+    many records were sent without an answer (the engine may still apply them). Re-running the
     same import resumes: what was written is recognised as unchanged."""
 
-    def __init__(self, message: str, written: int) -> None:
+    def __init__(self, message: str, written: int, unknown: int = 0) -> None:
         super().__init__(message)
         self.written = written
+        self.unknown = unknown
 
 
 def invalid_options(exc: ValidationError) -> InvalidInput:

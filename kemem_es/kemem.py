@@ -20,7 +20,7 @@ from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResp
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.bridge import Bridge, lazy, offload
 from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import EngineUnavailable, InvalidInput, KememError, invalid_options
+from kemem_es.errors import EngineUnavailable, InvalidInput, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -237,11 +237,14 @@ class Kemem:
         return offload(self.reinforcer.flush) if "reinforcer" in self.__dict__ else 0
 
     def close(self) -> None:
-        """Finish background extractions, flush what is queued, stop the background writers."""
-        if "writes" in self.__dict__:
-            self.writes.close()
-        if "reinforcer" in self.__dict__:
-            self.reinforcer.close()
+        """Finish background extractions, flush what is queued, stop the background writers
+        (reinforcement is flushed even when waiting for the extractions fails)."""
+        try:
+            if "writes" in self.__dict__:
+                self.writes.close()
+        finally:
+            if "reinforcer" in self.__dict__:
+                self.reinforcer.close()
 
     def __enter__(self) -> Kemem:
         return self
@@ -378,16 +381,24 @@ class Kemem:
         return WritePaths(self.memories, self.hooks, lambda: self.extractor, self.reinforcer.active)
 
     @property
-    def extraction_errors(self) -> list[KememError]:
-        """Background extractions that failed (``infer="background"``)."""
+    def extraction_errors(self) -> list[Exception]:
+        """The latest background extractions that failed (``infer="background"``; at most
+        100, oldest dropped first)."""
         return self.writes.extraction_errors
+
+    @property
+    def extraction_failures(self) -> int:
+        """How many background extractions failed since this instance started (all of them,
+        unlike ``extraction_errors``): the server's ``/metrics`` counter."""
+        return self.writes.extraction_failures if "writes" in self.__dict__ else 0
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions (returns what they stored), then flush
-        reinforcement."""
-        done = offload(self.writes.drain, timeout_s)
-        self.flush()
-        return done
+        reinforcement. Past ``timeout_s``: ``ExtractionPending``, and the jobs stay pending."""
+        try:
+            return offload(self.writes.drain, timeout_s)
+        finally:
+            self.flush()
 
     @lazy
     def memories(self) -> MemoryService:

@@ -12,7 +12,7 @@ PARTS = {
     "engine", "embedder", "tokenizer", "expander", "searcher", "reinforcer", "writer",
     "extractor", "writes", "memories", "close",
 }  # fmt: skip
-NOT_AWAITED = {"prompt", "extraction_errors"}  # formatting, and a list kept in memory
+NOT_AWAITED = {"prompt", "extraction_errors", "extraction_failures"}  # kept in memory
 
 
 def public(cls: type) -> set[str]:

@@ -439,3 +439,24 @@ def test_logs_carry_neither_text_nor_key(stub: Stub, caplog: pytest.LogCaptureFi
     assert "extracted 2 events, 2 entities from 4 messages" in logged
     assert KEY not in logged
     assert "螺蛳粉" not in logged and "木木" not in logged
+
+
+def test_a_base_url_with_a_query_keeps_it_after_the_path(stub: Stub) -> None:
+    ex = OpenAIExtractor(f"{stub.url}/?api-version=2024-06-01", "qwen-test", timeout_s=5)
+    ex.extract(DIALOGUE, now=NOW)
+    assert stub.requests[-1]["path"] == "/v1/chat/completions?api-version=2024-06-01"
+    assert "api-version" not in ex.where  # a query may carry a key: not in messages
+
+
+@pytest.mark.parametrize("key", ["sk-密钥", "sk-ab\ncd", "sk-ab cd"])
+def test_a_key_no_header_can_carry_is_a_clear_settings_error(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kemem_es.config import get_settings
+
+    monkeypatch.setenv("KEMEM_LLM_API_KEY", key)
+    with pytest.raises(InvalidInput, match=r"KEMEM_LLM_API_KEY: .*printable ASCII") as exc:
+        get_settings()
+    assert key not in str(exc.value) and "密钥" not in str(exc.value)
+    with pytest.raises(ExtractionError, match=r"llm_api_key: .*printable ASCII"):
+        OpenAIExtractor("http://127.0.0.1:9/v1", "m", api_key=key)

@@ -304,3 +304,101 @@ def test_cli_memory_commands_and_confirmations(kemem, tmp_path) -> None:
     proc = _cli(kemem, "query", "你好", *scope, "--limit", "0")
     assert proc.returncode == 2 and "option --limit" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _timeout() -> Exception:
+    """The engine client's read timeout: the request went out, no answer came back."""
+    from opensearchpy.exceptions import ConnectionTimeout
+
+    return ConnectionTimeout("TIMEOUT", "read timed out", None)
+
+
+def test_a_failed_batch_is_never_dropped_while_another_succeeds(kemem) -> None:
+    # Two batches in flight at once; the first one's bulk gets no answer, the second is
+    # written. The import must stop with the failure, not return as if all were written.
+    kemem.init()
+    vec = [0.5] * kemem.embedder.dim
+    rows = [{**OK, "id": f"s{i}", "description": f"第{i}条", "vector": vec} for i in range(100)]
+    kemem.writer.batch_size = 50
+    real_bulk = kemem.engine.bulk
+    calls = {"docs": 0}
+
+    def first_docs_bulk_lost(lines: list[dict], refresh: bool | str = False) -> dict:
+        if "history" not in lines[0]["index"]["_index"]:
+            calls["docs"] += 1
+            if calls["docs"] == 1:
+                raise _timeout()
+        return real_bulk(lines, refresh=refresh)
+
+    kemem.engine.bulk = first_docs_bulk_lost
+    with pytest.raises(WriteInterrupted) as exc:
+        kemem.index_records(rows, "events")
+    kemem.engine.bulk = real_bulk
+    assert calls["docs"] == 2
+    assert (exc.value.written, exc.value.unknown) == (50, 50)
+    assert "after 50 of 100" in str(exc.value) and "outcome of 50 is unknown" in str(exc.value)
+
+    report = kemem.index_records(rows, "events")  # the re-run writes the missing ones
+    assert (report.indexed, report.unchanged) == (50, 50)
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 100
+
+
+def test_a_timed_out_bulk_the_engine_applied_gets_its_history_on_the_rerun(kemem) -> None:
+    # The engine applies the bulk but its answer is lost: the memories are stored without
+    # their history entries. The error does not claim they were not written, and the re-run
+    # (which sees them unchanged) records their ADD, once.
+    kemem.init()
+    vec = [0.5] * kemem.embedder.dim
+    rows = [{**OK, "id": f"t{i}", "description": f"第{i}条", "vector": vec} for i in range(30)]
+    real_bulk = kemem.engine.bulk
+
+    def applied_but_no_answer(lines: list[dict], refresh: bool | str = False) -> dict:
+        real_bulk(lines, refresh=refresh)
+        raise _timeout()
+
+    kemem.engine.bulk = applied_but_no_answer
+    with pytest.raises(WriteInterrupted) as exc:
+        kemem.index_records(rows, "events")
+    kemem.engine.bulk = real_bulk
+    assert (exc.value.written, exc.value.unknown) == (0, 30)
+    assert "outcome of 30 is unknown" in str(exc.value)
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 30
+    assert kemem.history("t0", agent_id="qiyu", user_id="u1") == []
+
+    for _ in range(2):  # recorded by the first re-run, and only once
+        report = kemem.index_records(rows, "events")
+        assert report.unchanged == 30 and report.written == 0
+        for i in (0, 29):
+            (entry,) = kemem.history(f"t{i}", agent_id="qiyu", user_id="u1")
+            assert (entry.event, entry.reason, entry.new_text) == ("ADD", "recovered", f"第{i}条")
+
+
+def test_a_rerun_of_a_recorded_import_adds_no_history(kemem) -> None:
+    kemem.init()
+    rows = [{**OK, "id": "r1", "description": "木木去爬山了"}]
+    kemem.index_records(rows, "events")
+    (res,) = kemem.add(rows[0], user_id="u1", agent_id="qiyu")  # the newest entry: a NOOP
+    assert res.event == "NOOP"
+    assert kemem.index_records(rows, "events").unchanged == 1
+    events = [e.event for e in kemem.history("r1", agent_id="qiyu", user_id="u1")]
+    assert events == ["ADD", "NOOP"]
+
+
+def test_cli_counts_rejected_records_not_problems(kemem, tmp_path) -> None:
+    kemem.init()
+    bad = {"created_at": "2025-02-30", "strength": -1, "keywords": 5}  # three bad fields
+    path = write(
+        tmp_path / "rej.jsonl",
+        [{**OK, "description": "木木今天去跑步了"}, {**OK, "description": "游泳", **bad}],
+    )
+    refused = _cli(kemem, "index", str(path), "--kind", "events")
+    assert refused.returncode == 2
+    assert "1 invalid record(s)" in " ".join(refused.stderr.split())  # rich wraps lines
+    partial = _cli(kemem, "index", str(path), "--kind", "events", "--skip-invalid")
+    assert partial.returncode == 1
+    assert "indexed 1," in partial.stdout and "rejected 1 in" in partial.stdout
+    assert "line 2: 3 problems" in partial.stderr  # listed under their record
+    assert partial.stderr.count("✗") == 1
+    for field in ("created_at", "strength", "keywords"):
+        assert f"      {field}" in partial.stderr

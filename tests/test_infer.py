@@ -3,6 +3,8 @@ writing into the real engine."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from llm_stub import Reply, Stub, chat, serve_stub
 from test_extract import DIALOGUE, GOOD
@@ -85,3 +87,97 @@ def test_background_stores_the_raw_turn_first(kemem, stub: Stub) -> None:
     kemem.add("又说了一句", **A, infer="background")
     assert kemem.drain(timeout_s=30) == []
     assert isinstance(kemem.extraction_errors[-1], ExtractionError)
+
+
+def test_background_failures_are_logged_counted_kept_bounded(kemem, stub: Stub, caplog) -> None:
+    import logging
+
+    from kemem_es.memory.writes import KEPT_ERRORS
+
+    kemem.init()
+    use_stub(kemem, stub)
+    stub.answer(Reply(body=chat("{not json")))
+    with caplog.at_level(logging.INFO, logger="kemem_es"):
+        (raw,) = kemem.add(DIALOGUE, **A, infer="background")
+        assert kemem.drain(timeout_s=30) == []
+    (line,) = [r.getMessage() for r in caplog.records if "background extraction" in r.message]
+    assert "not JSON" in line and raw.id in line
+    assert "agent_id=qiyu" in line and "user_id=u_mumu" in line
+    said = [m["content"] for m in DIALOGUE]
+    for record in caplog.records:  # no user text at INFO or above
+        if record.levelno >= logging.INFO:
+            assert not any(text[:6] in record.getMessage() for text in said)
+    assert kemem.extraction_failures == 1
+    # A long-running process keeps only the latest failures, and counts them all.
+    kemem.writes.extraction_errors += [ExtractionError("old")] * (KEPT_ERRORS + 5)
+    kemem.add("又说了一句", **A, infer="background")
+    kemem.drain(timeout_s=30)
+    assert len(kemem.extraction_errors) == KEPT_ERRORS
+    assert "not JSON" in str(kemem.extraction_errors[-1])
+    assert kemem.extraction_failures == 2
+
+
+def test_a_failure_that_is_not_a_kemem_error_is_kept_and_close_still_flushes(kemem) -> None:
+    class Broken:
+        def extract(self, messages, **kw):
+            raise ValueError("a bug in my extractor")
+
+    kemem.init()
+    kemem.extractor = Broken()
+    kemem.add("今天天气不错", **A, infer="background")
+    assert kemem.drain(timeout_s=30) == []
+    assert isinstance(kemem.extraction_errors[-1], ValueError)
+    assert kemem.extraction_failures == 1
+    kemem.add("明天也不错", **A, infer="background")
+    closed: list[bool] = []
+    real_close = kemem.reinforcer.close
+    kemem.reinforcer.close = lambda: (closed.append(True), real_close())
+    kemem.close()  # does not raise, and reinforcement is still flushed and stopped
+    assert closed == [True] and len(kemem.extraction_errors) == 2
+
+
+def test_drain_past_its_timeout_keeps_the_jobs(kemem, stub: Stub) -> None:
+    import time
+
+    from kemem_es.errors import ExtractionPending, KememError
+
+    kemem.init()
+    use_stub(kemem, stub, timeout_s=10)
+    stub.answer(Reply(body=chat(json.dumps(GOOD, ensure_ascii=False)), delay=1.5))
+    kemem.add(DIALOGUE, **A, infer="background")
+    with pytest.raises(ExtractionPending) as exc:
+        kemem.drain(timeout_s=0.2)
+    assert isinstance(exc.value, KememError) and exc.value.pending == 1
+    t0 = time.monotonic()
+    assert len(kemem.drain(timeout_s=30)) == 4  # still tracked: waited for, results returned
+    assert time.monotonic() - t0 > 0.5
+
+
+def test_background_refuses_what_has_no_dialogue_up_front(kemem, stub: Stub) -> None:
+    from kemem_es.errors import InvalidInput
+
+    kemem.init()
+    use_stub(kemem, stub)
+    persona = [{"role": "system", "content": "你是祁煜，一个温柔体贴的画家"}]
+    for infer in (True, "background"):
+        with pytest.raises(InvalidInput, match="no dialogue"):
+            kemem.add(persona, **A, infer=infer)
+    assert kemem.count(**A) == 0 and stub.requests == []
+
+
+def test_names_given_to_add_are_kept_without_infer(kemem, stub: Stub) -> None:
+    kemem.init()
+    use_stub(kemem, stub)
+    names = {"user_name": "木木", "agent_name": "祁煜"}
+    (plain,) = kemem.add("今天去了海边散步", **A, **names)
+    (raw,) = kemem.add(DIALOGUE, **A, infer="background", **names)
+    kemem.drain(timeout_s=30)
+    own = {
+        "description": "木木去海边捡了贝壳",
+        "created_at": "2025-06-01 10:00:00",
+        "user_name": "小木",
+    }
+    (record,) = kemem.add(own, **A, **names)  # a record's own name wins
+    for res, user in ((plain, "木木"), (raw, "木木"), (record, "小木")):
+        got = kemem.get(res.id, **A)
+        assert (got.user_name, got.agent_name) == (user, "祁煜")

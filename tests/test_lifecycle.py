@@ -188,6 +188,32 @@ def test_import_dedup_is_an_option(kemem) -> None:
 
 
 @pytest.mark.engine
+def test_a_dedup_import_run_again_changes_nothing_and_keeps_own_ids(kemem) -> None:
+    kemem.init()
+    (sea,) = kemem.add({"description": "木木周末去海边看了日出，拍了很多照片",
+                        "created_at": "2025-04-01 06:00:00"}, **A, refresh=True)  # fmt: skip
+    kemem.add({"description": "木木最近在学做蛋糕", "created_at": "2025-04-03"}, **A, refresh=True)
+    rows = [
+        {**A, "description": "木木周末去海边看了日出，拍了很多照片", "created_at": "2025-04-05"},
+        {**A, "description": "木木周末去海边看了日出，还拍了好多照片", "created_at": "2025-04-06"},
+        {**A, "description": "木木养了一只橘猫叫年糕", "created_at": "2025-04-07"},
+        {**A, "id": "own-id", "description": "木木最近在学做蛋糕", "created_at": "2025-04-08"},
+    ]
+    first = kemem.index_records(rows, "events", dedup=True)
+    assert (first.indexed, first.merged, first.duplicates) == (2, 1, 1)
+    assert kemem.get("own-id", **A).text == "木木最近在学做蛋糕"  # its own id: never folded
+    text = kemem.get(sea.id, **A).text
+    events = [e.event for e in kemem.history(sea.id, **A)]
+    assert events == ["ADD", "UPDATE"]
+    for _ in range(2):  # the same file again: no text flips back, no history piles up
+        again = kemem.index_records(rows, "events", dedup=True)
+        assert (again.written, again.merged, again.unchanged, again.duplicates) == (0, 0, 2, 2)
+        assert kemem.get(sea.id, **A).text == text
+        assert [e.event for e in kemem.history(sea.id, **A)] == events
+    assert kemem.count(**A) == 4
+
+
+@pytest.mark.engine
 def test_near_duplicates_added_back_to_back_or_at_once_merge(kemem) -> None:
     """The engine's search sees a write only after its refresh; dedup also compares with this
     process's recent writes, and one scope's adds take turns (threads and async verbs)."""

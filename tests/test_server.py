@@ -800,3 +800,14 @@ def test_query_matches_the_golden_v23_json(kemem: Kemem) -> None:
     with open(path, encoding="utf-8") as f:
         want = json.load(f)
     assert json.dumps(got, ensure_ascii=False) == json.dumps(want, ensure_ascii=False)
+
+
+def test_metrics_count_failed_background_extractions() -> None:
+    from kemem_es.server.metrics import Metrics
+
+    m = Metrics()
+    failures = [0]
+    m.count_extraction_failures(lambda: failures[0])
+    failures[0] = 3
+    text = m.render()[0].decode()
+    assert "kemem_background_extraction_failures_total 3.0" in text

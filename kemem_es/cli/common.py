@@ -11,6 +11,7 @@ from rich.console import Console
 
 from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
 from kemem_es.errors import InvalidInput, KememError, NotFound
+from kemem_es.store.validation import by_record
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,10 +26,18 @@ MAX_PROBLEMS_SHOWN = 20
 
 
 def print_problems(problems: list[str]) -> None:
-    for line in problems[:MAX_PROBLEMS_SHOWN]:
-        err_console.print(f"  [red]✗[/red] {line}", highlight=False)
-    if len(problems) > MAX_PROBLEMS_SHOWN:
-        err_console.print(f"  … and {len(problems) - MAX_PROBLEMS_SHOWN} more")
+    """One ✗ per record; a record with several problems lists them under it."""
+    records = list(by_record(problems).items())
+    for label, found in records[:MAX_PROBLEMS_SHOWN]:
+        if len(found) == 1:
+            line = f"{label}: {found[0]}" if found[0] else label
+            err_console.print(f"  [red]✗[/red] {line}", highlight=False)
+            continue
+        err_console.print(f"  [red]✗[/red] {label}: {len(found)} problems", highlight=False)
+        for problem in found:
+            err_console.print(f"      {problem}", highlight=False)
+    if len(records) > MAX_PROBLEMS_SHOWN:
+        err_console.print(f"  … and {len(records) - MAX_PROBLEMS_SHOWN} more")
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from kemem_es.memory.dedup import (
     decide,
     merged_changes,
     nearest,
+    normalise,
 )
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
@@ -43,7 +44,7 @@ from kemem_es.store.documents import (
     vector_fields,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
-from kemem_es.store.layout import index_alias
+from kemem_es.store.layout import history_alias, index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import Checked, validate_items
 
@@ -244,9 +245,16 @@ class MemoryService:
     def dedup_imports(
         self, items: list[Checked], kind: MemoryKind, actor: str = "import"
     ) -> tuple[list[Checked], int, int]:
-        """Dedup for a bulk import: records whose id is new are compared with their nearest
-        memory; duplicates are dropped (NOOP), near-duplicates folded into the existing memory
-        (UPDATE). Returns (what is left to write, merged, duplicates)."""
+        """Dedup for a bulk import: records without an id of their own whose id is new are
+        compared with their nearest memory; duplicates are dropped (NOOP), near-duplicates
+        folded into the existing memory (UPDATE). Returns (what is left to write, merged,
+        duplicates).
+
+        A record with its own id is never folded (as in ``add``): it is stored under that id.
+        Re-running the same file changes nothing: a record whose text its match has or ever had
+        (its history) is a duplicate, not a new UPDATE that flips the text back, and duplicates
+        leave no history entry (the memory does not change; like an import's unchanged
+        records)."""
         left: list[Checked] = []
         merged = dups = 0
         for lo in range(0, len(items), DEDUP_CHUNK):
@@ -257,17 +265,24 @@ class MemoryService:
                 alias = index_alias(self.crud.prefix, db, kind)
                 with engine_errors("looking up memories"):
                     existing |= set(self.engine.mget(alias, refs, ["id"]))
-            new = [c for c in chunk if c.doc_id not in existing]
-            left += [c for c in chunk if c.doc_id in existing]
+            new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
+            left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
             triples = [(c.scope, c.record, v) for c, v in zip(new, vectors, strict=True)]
             matches = nearest(self.engine, triples, kind)
-            for c, vec, match in zip(new, vectors, matches, strict=True):
-                decision = self._decide(c, match, kind)
+            decisions = [self._decide(c, m, kind) for c, m in zip(new, matches, strict=True)]
+            folds = {
+                c.scope.doc_id(m.memory_id)
+                for c, m, d in zip(new, matches, decisions, strict=True)
+                if m is not None and d == "UPDATE"
+            }
+            had = self._texts_of(folds)
+            for c, vec, match, decision in zip(new, vectors, matches, decisions, strict=True):
                 if match is None or decision == "ADD":
                     left.append(replace(c, embedded=vec))
-                elif decision == "NOOP":
-                    self._noop(c.scope, match.memory_id, kind, actor, "duplicate", match.similarity)
+                elif decision == "NOOP" or normalise(c.record.description) in had.get(
+                    c.scope.doc_id(match.memory_id), set()
+                ):
                     dups += 1
                 else:
                     changes = {**merged_changes(c.record, match), "vector": vec}
@@ -277,6 +292,26 @@ class MemoryService:
                     )  # fmt: skip
                     merged += 1
         return left, merged, dups
+
+    def _texts_of(self, uids: set[str]) -> dict[str, set[str]]:
+        """Every text (normalised) the memories ``uids`` have had, from their history."""
+        if not uids:
+            return {}
+        alias = history_alias(self.crud.prefix)
+        body = {
+            "size": history.LIMIT_MAX,
+            "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
+            "_source": ["uid", "old_text", "new_text"],
+        }
+        with engine_errors("reading history"):
+            self.engine.refresh(alias)  # entries written a moment ago count
+            hits = self.engine.search(alias, body)["hits"]["hits"]
+        out: dict[str, set[str]] = {}
+        for hit in hits:
+            src = hit["_source"]
+            texts = (src.get(f) for f in ("old_text", "new_text"))
+            out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
+        return out
 
     def _noop(
         self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str, reason: str,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -16,19 +17,22 @@ from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
 from kemem_es.engine.bridge import offload
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.errors import ExtractionPending, InvalidInput, KememError
 from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.extract.base import Messages
+from kemem_es.memory.extract.prompt import render_dialogue
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.scope import Scope
-from kemem_es.store.validation import validate_items
+from kemem_es.store.validation import by_record, validate_items
 
 log = logging.getLogger(__name__)
+
+KEPT_ERRORS = 100  # extraction_errors keeps the latest: a long-running server must not grow
 
 
 class WritePaths:
@@ -43,9 +47,11 @@ class WritePaths:
         self.hooks = hooks
         self.extractor = extractor
         self.on_active = on_active
-        self.extraction_errors: list[KememError] = []
+        self.extraction_errors: list[Exception] = []
+        self.extraction_failures = 0  # all of them since start (a metric), not only those kept
         self._pending: list[Future[list[AddResult]]] = []
         self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     # -- add ------------------------------------------------------------------------------
     def add(
@@ -61,31 +67,52 @@ class WritePaths:
         names: dict[str, str],
     ) -> list[AddResult]:
         if not infer:
-            out = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup)
+            out = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup, names)
         elif infer != "background":
             items = self._extract(data, names)
-            out = self._write(items, scope, session_id, metadata, refresh, dedup, True)
+            out = self._write(items, scope, session_id, metadata, refresh, dedup, names, True)
         else:
-            # What would make the extraction fail whatever the LLM says (a record, no LLM
-            # configured) fails now, before the raw turn is written, not later in a log line.
-            self._messages(data)
+            # What would make the extraction fail whatever the LLM says (a record, no dialogue,
+            # no LLM configured) fails now, before the raw turn is written, not later in a log
+            # line.
+            render_dialogue(self._messages(data))
             self.extractor()
-            out = self._write([("events", data)], scope, session_id, metadata, refresh, dedup)
+            raw: list[tuple[MemoryKind, AddInput]] = [("events", data)]
+            out = self._write(raw, scope, session_id, metadata, refresh, dedup, names)
 
             def later() -> list[AddResult]:
                 try:
                     items = self._extract(data, names)
-                    return self._write(items, scope, session_id, metadata, refresh, dedup, True)
-                except KememError as exc:
-                    log.warning("background extraction failed: %s", type(exc).__name__)
-                    self.extraction_errors.append(exc)
+                    return self._write(
+                        items, scope, session_id, metadata, refresh, dedup, names, True
+                    )
+                except Exception as exc:
+                    self._failed(exc, scope, [r.id for r in out])
                     raise
 
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kemem-extract")
-            self._pending.append(self._pool.submit(later))
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="kemem-extract"
+                    )
+                self._pending.append(self._pool.submit(later))
         self.on_active(scope)
         return out
+
+    def _failed(self, exc: Exception, scope: Scope, raw_ids: list[str]) -> None:
+        """A background extraction that failed: logged with its scope, the stored turn's id and
+        the reason (a KememError's message carries no user text; for any other exception only
+        its type, the traceback at DEBUG), counted, and kept among the latest failures."""
+        why = str(exc) if isinstance(exc, KememError) else "not a KememError (traceback at DEBUG)"
+        log.warning(
+            "background extraction failed (agent_id=%s user_id=%s db=%s, raw turn %s): %s: %s",
+            scope.agent_id, scope.user_id, scope.db, ",".join(raw_ids), type(exc).__name__, why,
+        )  # fmt: skip
+        log.debug("background extraction failure", exc_info=exc)
+        with self._lock:
+            self.extraction_failures += 1
+            self.extraction_errors.append(exc)
+            del self.extraction_errors[:-KEPT_ERRORS]
 
     def _write(
         self,
@@ -95,13 +122,15 @@ class WritePaths:
         metadata: Mapping[str, Any] | None,
         refresh: bool,
         dedup: bool,
+        names: Mapping[str, str],
         extracted: bool = False,
     ) -> list[AddResult]:
         """Prepare, hook and validate every item, then write them. Text, messages and extracted
-        facts are "said now": the same words again are a NOOP whatever their time."""
+        facts are "said now": the same words again are a NOOP whatever their time. The call's
+        ``user_name``/``agent_name`` are kept on every memory that does not name its own."""
         prepared = []
         for kind, data in items:
-            record = self.memories.prepare(data, scope, kind, session_id, metadata)
+            record = {**names, **self.memories.prepare(data, scope, kind, session_id, metadata)}
             if self.hooks.before_write:
                 ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
                 (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
@@ -145,20 +174,32 @@ class WritePaths:
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are
-        in ``extraction_errors``)."""
+        in ``extraction_errors``). ``timeout_s`` bounds the whole wait; past it
+        :class:`ExtractionPending` is raised and every job stays pending (finished ones too),
+        so the next ``drain()`` still waits for them and returns what they stored."""
+        with self._lock:
+            pending = list(self._pending)
+        _, running = wait(pending, timeout=timeout_s)
+        if running:
+            raise ExtractionPending(
+                f"{len(running)} background extraction(s) still running after {timeout_s} s; "
+                "they stay pending: drain() again to wait for them",
+                len(running),
+            )
+        with self._lock:
+            self._pending = [j for j in self._pending if j not in pending]
         done: list[AddResult] = []
-        pending, self._pending = self._pending, []
         for job in pending:
-            try:
-                done += job.result(timeout=timeout_s)
-            except KememError:
-                continue
+            if job.exception() is None:  # a failure is in extraction_errors already
+                done += job.result()
         return done
 
     def close(self) -> None:
-        self.drain()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        try:
+            self.drain()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
 
     # -- imports --------------------------------------------------------------------------
     def import_items(
@@ -181,7 +222,7 @@ class WritePaths:
             where = f"{path}: " if path else ""
             hint = " (fix them, or pass --skip-invalid to index the valid ones)" if path else ""
             raise InvalidInput(
-                f"{where}{len(problems)} invalid record(s); nothing was written{hint}; "
+                f"{where}{len(by_record(problems))} invalid record(s); nothing was written{hint}; "
                 f"first: {problems[0]}",
                 problems,
             )

@@ -174,6 +174,7 @@ def create_app(
     app.state.settings = cfg
     app.state.keyring = KeyRing(cfg.server_api_keys)
     app.state.metrics = Metrics()
+    app.state.metrics.count_extraction_failures(lambda: km.extraction_failures)
     install_handlers(app)
     # Inside the request log: a 413 or 429 is logged and carries a request id like any answer.
     app.add_middleware(BodyLimit, max_bytes=cfg.server_max_body_bytes)

@@ -1,10 +1,11 @@
 """Prometheus metrics (when prometheus_client is installed): requests by route and status,
-latency, /query's per-stage times, degraded answers. One registry per app, so several apps in
-one process don't clash."""
+latency, /query's per-stage times, degraded answers, failed background extractions. One
+registry per app, so several apps in one process don't clash."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -73,6 +74,25 @@ class Metrics:
     def overloaded(self) -> None:
         if self.enabled:
             self._overloaded.inc()
+
+    def count_extraction_failures(self, failures: Callable[[], int]) -> None:
+        """``kemem_background_extraction_failures_total``, read from ``failures()`` at each
+        scrape: an ``infer="background"`` answer is 200 before its extraction runs, so this is
+        how an operator sees the turns that never got extracted."""
+        if not self.enabled:
+            return
+        from prometheus_client.core import CounterMetricFamily as family
+
+        class Collector:
+            def collect(self) -> Iterator[Any]:
+                yield family(
+                    "kemem_background_extraction_failures",
+                    'infer="background" extractions that failed (the log line names each)',
+                    value=failures(),
+                )
+
+        assert self.registry is not None
+        self.registry.register(Collector())
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text (only when ``enabled``)."""

@@ -3,7 +3,9 @@
 Batches are bounded by count and by bytes (the engine refuses an over-large request). A memory
 that is rewritten keeps what its life has earned (recall count, last recall; its strength too
 unless the record sets one). A failure part-way raises :class:`WriteInterrupted` saying how many
-memories were written; re-running the same input resumes, since those are now unchanged.
+memories were written (and of how many the outcome is unknown: a request the engine did not answer
+may still be applied); re-running the same input resumes, since those are now unchanged, and
+records the history of any unchanged memory whose write was never recorded.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
+from kemem_es.contract.memory import Action
 from kemem_es.engine.bridge import offload, result_of
 from kemem_es.engine.client import (
     CLIENT_ERRORS,
+    SERIALIZATION_ERRORS,
     Engine,
     check_bulk,
     describe_client_error,
     is_refusal,
+    status_of,
     type_and_reason,
     with_remedy,
 )
@@ -41,10 +46,10 @@ from kemem_es.store.documents import (
     to_document,
     vector_fields,
 )
-from kemem_es.store.layout import index_alias
+from kemem_es.store.layout import history_alias, index_alias
 from kemem_es.store.names import ScopeNames, record_names
 from kemem_es.store.scope import Scope
-from kemem_es.store.validation import Checked
+from kemem_es.store.validation import Checked, by_record
 
 RETRY_STATUSES = {429, 502, 503, 504}
 SENDERS = 2
@@ -85,10 +90,17 @@ class IndexReport:
     seconds: float = 0.0
     merged: int = 0  # dedup: folded into a similar existing memory (UPDATE)
     duplicates: int = 0  # dedup: the same as an existing memory (NOOP)
+    unknown: int = 0  # sent, but the engine did not answer: maybe written, maybe not
 
     @property
     def written(self) -> int:
         return self.indexed + self.updated
+
+    @property
+    def rejected_records(self) -> int:
+        """How many records were rejected (``rejected`` lists problems: a record can have
+        several)."""
+        return len(by_record(self.rejected))
 
     @property
     def docs_per_s(self) -> float:
@@ -101,6 +113,7 @@ class IndexReport:
         self.rejected += other.rejected
         self.merged += other.merged
         self.duplicates += other.duplicates
+        self.unknown += other.unknown
 
     def summary(self) -> str:
         dedup = (
@@ -110,7 +123,7 @@ class IndexReport:
         )
         return (
             f"indexed {self.indexed}, updated {self.updated}, unchanged {self.unchanged}"
-            f"{dedup}, rejected {len(self.rejected)} in {self.seconds:.2f} s "
+            f"{dedup}, rejected {self.rejected_records} in {self.seconds:.2f} s "
             f"({self.docs_per_s:.0f} docs/s)"
         )
 
@@ -169,11 +182,18 @@ class BulkWriter:
                 self.engine.refresh(alias)
         except _STOPS_A_WRITE as exc:
             why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
+            unknown = (
+                f", the outcome of {report.unknown} is unknown (the engine did not answer; it "
+                "may still apply them)"
+                if report.unknown
+                else ""
+            )
             raise WriteInterrupted(
-                f"writing stopped after {report.written} of {len(items)} memories were written "
-                f"({why}); re-run the same import to resume: what was written is recognised "
-                "as unchanged",
+                f"writing stopped after {report.written} of {len(items)} memories were written"
+                f"{unknown} ({why}); re-run the same import to resume: what was written is "
+                "recognised as unchanged (its history is recorded then if it is missing)",
                 report.written,
+                report.unknown,
             ) from exc
         report.seconds = time.perf_counter() - start
         return report
@@ -190,6 +210,7 @@ class BulkWriter:
         # the engine indexes each bulk on one thread, so two keep both of its cores busy.
         with ThreadPoolExecutor(max_workers=SENDERS, thread_name_prefix="kemem-bulk") as pool:
             pending: deque[Future[IndexReport]] = deque()
+            failure: BaseException | None = None
             try:
                 for lo in range(0, len(items), self.batch_size):
                     chunk = items[lo : lo + self.batch_size]
@@ -199,15 +220,18 @@ class BulkWriter:
                         pending.append(pool.submit(self._send, batch))
                     if on_progress:
                         on_progress(min(lo + self.batch_size, len(items)), len(items))
-            finally:
-                # Count what did get written, even when a later batch failed.
-                while pending:
-                    job = pending.popleft()
-                    try:
-                        _merged(report, job)
-                    except Exception:
-                        if not pending:
-                            raise
+            except BaseException as exc:
+                failure = exc
+            # Count what the batches in flight did write, and keep the first failure: a batch
+            # that failed while another one succeeded must still stop the write (an import
+            # that returns normally has written everything).
+            while pending:
+                try:
+                    _merged(report, pending.popleft())
+                except BaseException as exc:
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
 
     def _prepare(
         self, chunk: Sequence[Checked], kind: MemoryKind, report: IndexReport, actor: str
@@ -220,12 +244,13 @@ class BulkWriter:
         for db in {c.scope.db for c in chunk}:
             refs = [c.ref for c in chunk if c.scope.db == db]
             existing |= self.engine.mget(index_alias(prefix, db, kind), refs, EXISTING_FIELDS)
-        todo = [
-            (c, h)
-            for c, h in zip(chunk, hashes, strict=True)
-            if existing.get(c.doc_id, {}).get("content_hash") != h
-        ]
-        report.unchanged += len(chunk) - len(todo)
+        todo: list[tuple[Checked, str]] = []
+        same: list[tuple[Checked, str]] = []
+        for c, h in zip(chunk, hashes, strict=True):
+            (same if existing.get(c.doc_id, {}).get("content_hash") == h else todo).append((c, h))
+        report.unchanged += len(same)
+        if same:
+            self._record_missing_history(same, kind, actor)
         if not todo:
             return []
         vectors = self.vectors([c.record for c, _ in todo], [c.embedded for c, _ in todo])
@@ -271,6 +296,48 @@ class BulkWriter:
             out[scope] = self.tokenizer.scoped(names.words)
         return out
 
+    def _record_missing_history(
+        self, same: Sequence[tuple[Checked, str]], kind: MemoryKind, actor: str
+    ) -> None:
+        """History for unchanged memories whose last write was never recorded: a bulk that
+        timed out on our side but that the engine applied later stored them without their
+        entries (the history bulk follows the answer). Their newest entry other than a NOOP
+        must be the stored version (its ``content_hash``); else it is recorded now, as an ADD
+        (no entry, or the last one a deletion) or an UPDATE from the last recorded version,
+        with reason ``recovered``. One search per chunk of unchanged records."""
+        prefix = self.engine.settings.index_prefix
+        self.engine.refresh(history_alias(prefix))  # entries written a moment ago count
+        body = {
+            "size": len(same),
+            "query": {
+                "bool": {
+                    "filter": [{"terms": {"uid": [c.doc_id for c, _ in same]}}],
+                    "must_not": [{"term": {"event": "NOOP"}}],
+                }
+            },
+            "collapse": {"field": "uid"},  # the newest entry of each memory
+            "sort": [{"seq": "desc"}],
+            "_source": ["uid", "new"],
+        }
+        hits = self.engine.search(history_alias(prefix), body)["hits"]["hits"]
+        last = {h["_source"]["uid"]: h["_source"].get("new") for h in hits}
+        entries = []
+        for c, h in same:
+            old = last.get(c.doc_id)
+            if old is not None and old.get("content_hash") == h:
+                continue
+            doc = to_document(c.record, c.scope, self.tokenizer, c.memory_id)
+            doc["content_hash"] = h
+            event: Action = "UPDATE" if old else "ADD"
+            entries.append(
+                history.entry(
+                    c.scope, c.memory_id, kind, event, actor, old=old, new=doc, reason="recovered"
+                )
+            )
+        if entries:
+            doing = f"recording the missing history of {len(entries)} unchanged memories"
+            check_bulk(self.engine.bulk(history.bulk_lines(prefix, entries)), doing)
+
     def vectors(
         self,
         records: Sequence[MemoryRecord],
@@ -296,7 +363,14 @@ class BulkWriter:
         done: list[dict[str, Any]] = []
         stopped: list[str] = []
         for attempt in range(self.max_retries + 1):
-            resp = self.engine.bulk(lines)
+            try:
+                resp = self.engine.bulk(lines)
+            except CLIENT_ERRORS as exc:
+                # No answer (a timeout, a dropped connection): the engine may apply the
+                # request later, so these records are neither written nor not written.
+                answered = status_of(exc) is not None or isinstance(exc, SERIALIZATION_ERRORS)
+                out.unknown = 0 if answered else len(lines) // 2
+                raise _BatchStopped(describe_client_error(exc), out) from exc
             retry: list[dict] = []
             for n, item in enumerate(resp["items"]):
                 res = item.get("index", {})
@@ -330,8 +404,9 @@ class BulkWriter:
                 raise EngineUnavailable(
                     with_remedy(f"the engine did not take {len(stopped)} records ({stopped[0]})")
                 )
-        except KememError as exc:
-            raise _BatchStopped(str(exc), out) from exc
+        except _STOPS_A_WRITE as exc:  # what this batch wrote still counts
+            why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
+            raise _BatchStopped(why, out) from exc
         return out
 
 

@@ -40,6 +40,16 @@ def _field(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "(record)"
 
 
+def by_record(problems: Iterable[str]) -> dict[str, list[str]]:
+    """Problems grouped by the record they name (``line 7: a: …`` → ``line 7``), in order: one
+    record with three bad fields is one rejected record, not three."""
+    out: dict[str, list[str]] = {}
+    for problem in problems:
+        label, sep, rest = problem.partition(": ")
+        out.setdefault(label if sep else problem, []).append(rest if sep else "")
+    return out
+
+
 def check(record: MemoryRecord, db: Database, dim: int | None) -> Scope:
     """Scope rule + index constraints for one parsed record. Raises InvalidInput."""
     scope = Scope.of(agent_id=record.agent_id, user_id=record.user_id, db=db)

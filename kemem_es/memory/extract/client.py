@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
@@ -78,11 +79,12 @@ class OpenAIExtractor:
         max_tokens: int | None = None,
     ) -> None:
         httpx = _httpx()
-        base = base_url.strip().rstrip("/")
         try:
-            url = httpx.URL(
-                base if base.endswith("/chat/completions") else f"{base}/chat/completions"
-            )
+            url = httpx.URL(base_url.strip())
+            path = url.path.rstrip("/")
+            # Into the path, before a query (``?api-version=…``), not after it.
+            if not path.endswith("/chat/completions"):
+                url = url.copy_with(path=f"{path}/chat/completions")
         except httpx.InvalidURL:
             url = None
         if url is None or url.scheme not in ("http", "https") or not url.host:
@@ -93,6 +95,8 @@ class OpenAIExtractor:
             raise ExtractionError("llm_model: empty")
         if timeout_s <= 0:
             raise ExtractionError("llm_timeout_s: must be above 0")
+        if api_key and not is_header_token(api_key):
+            raise ExtractionError(f"llm_api_key: {NOT_A_HEADER_TOKEN}")
         self.url = url
         self.where = str(url.copy_with(username=None, password=None, query=None))
         self.model = model.strip()
