@@ -10,7 +10,7 @@ from kemem_es import AsyncKemem, Kemem
 # Kemem's parts, built on first use; AsyncKemem reaches them through ``core``. close → aclose.
 PARTS = {
     "engine", "embedder", "tokenizer", "expander", "searcher", "reinforcer", "writer",
-    "extractor", "writes", "memories", "close",
+    "extractor", "writes", "memories", "close", "names",
 }  # fmt: skip
 NOT_AWAITED = {"prompt", "extraction_errors", "extraction_failures"}  # kept in memory
 
