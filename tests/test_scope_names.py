@@ -44,6 +44,7 @@ def test_a_users_names_join_the_agents_official_ones_and_are_cached() -> None:
         ("user", "qiyu", "u1"): {"user": ["木木"], "agent": ["祁煜"], "entity": ["豆包", "x"]},
         ("official", "qiyu", None): {"agent": ["祁煜"], "entity": ["黎深"]},
         ("user", "qiyu", "u2"): {"user": ["小满"], "entity": ["阿杰"]},
+        ("user", "juno", "u_grace"): {"user": ["Grace"], "agent": ["Juno"]},
     })  # fmt: skip
     names = ScopeNames(engine)  # type: ignore[arg-type]
     u1 = Scope.of(agent_id="qiyu", user_id="u1")
@@ -57,6 +58,9 @@ def test_a_users_names_join_the_agents_official_ones_and_are_cached() -> None:
     assert len(engine.asked) == 3  # the official names were read once for both users
     official = names.visible(Scope.of(agent_id="qiyu", db="official"))
     assert official.words == {"祁煜", "黎深"}
+    # A latin name is never searched for, but needs no joining: jieba keeps it whole.
+    grace = names.visible(Scope.of(agent_id="juno", user_id="u_grace"))
+    assert grace.persons == {"grace", "juno"} and not grace.words
 
 
 def test_names_written_by_this_process_count_at_once() -> None:

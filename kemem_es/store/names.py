@@ -36,9 +36,9 @@ class Names:
     persons: frozenset[str] = frozenset()
 
     def __or__(self, other: Names) -> Names:
-        if not other.words:
+        if not (other.words or other.persons):
             return self
-        if not self.words:
+        if not (self.words or self.persons):
             return other
         return Names(self.words | other.words, self.persons | other.persons)
 
@@ -46,17 +46,27 @@ class Names:
 NO_NAMES = Names()
 
 
-def _clean(values: Iterable[str | None]) -> frozenset[str]:
-    return frozenset(n for n in (normalize(v).strip() for v in values if v) if name_word(n))
+def _normal(values: Iterable[str | None]) -> frozenset[str]:
+    return frozenset(n for n in (normalize(v).strip() for v in values if v) if n)
+
+
+def _names(persons: Iterable[str | None], entities: Iterable[str | None]) -> Names:
+    """Every person name is left out of the search words (Grace too); only names a dictionary
+    could hold are joined (``name_word``: a latin word is a whole token anyway)."""
+    who, what = _normal(persons), _normal(entities)
+    return Names(frozenset(n for n in who | what if name_word(n)), who)
 
 
 def record_names(records: Sequence[MemoryRecord]) -> Names:
     """The names records carry: user, agent and (concrete) entity names."""
-    persons = _clean(n for r in records for n in (r.user_name, r.agent_name))
-    entities = _clean(
-        r.entity_name for r in records if isinstance(r, EntityRecord) and r.entity_type != GENERIC
+    return _names(
+        (n for r in records for n in (r.user_name, r.agent_name)),
+        (
+            r.entity_name
+            for r in records
+            if isinstance(r, EntityRecord) and r.entity_type != GENERIC
+        ),
     )
-    return Names(persons | entities, persons)
 
 
 class ScopeNames:
@@ -103,7 +113,7 @@ class ScopeNames:
     def note(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
         """Names this process writes, known before the engine's search sees them."""
         new = record_names(records)
-        if not new.words:
+        if not (new.words or new.persons):
             return
         with self._lock:
             cached = self._cache.get(scope)
@@ -131,6 +141,5 @@ class ScopeNames:
         def keys(agg: dict[str, Any] | None) -> list[str]:
             return [b["key"] for b in (agg or {}).get("buckets", [])]
 
-        persons = _clean([*keys(aggs.get("user_name")), *keys(aggs.get("agent_name"))])
-        entities = _clean(keys(aggs.get("entities", {}).get("name")))
-        return Names(persons | entities, persons)
+        persons = [*keys(aggs.get("user_name")), *keys(aggs.get("agent_name"))]
+        return _names(persons, keys(aggs.get("entities", {}).get("name")))
