@@ -481,7 +481,9 @@ class Kemem:
         cursor: str | None = None,
         session_id: str | None = None,
     ) -> MemoryPage:
-        """A page of the scope's memories, newest first; ``next_cursor`` fetches the next."""
+        """A page of the scope's memories, newest first (updatetime); ``next_cursor`` fetches
+        the next. The pages of one listing show the scope as it was at the first page (an
+        engine point in time), so a memory changed meanwhile is neither missed nor repeated."""
         scope = self._scope(agent_id, user_id, db)
         return self.memories.get_all(scope, with_session(filters, session_id), kind, limit, cursor)
 
