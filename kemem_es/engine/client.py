@@ -310,6 +310,19 @@ class Engine(ABC):
         resp = self._mget_body(body, {self._includes_kw: fields})
         return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if _found(d)}
 
+    def mget_versions(
+        self, index: str, docs: Sequence[tuple[str, str | None]], fields: list[str]
+    ) -> dict[str, tuple[dict[str, Any], int, int]]:
+        """``mget`` with each found document's seq_no and primary term: a write made with them
+        (``if_seq_no`` / ``if_primary_term``) fails with 409 if the document changed since."""
+        body = {"docs": [_doc_ref(index, doc_id, routing) for doc_id, routing in docs]}
+        resp = self._mget_body(body, {self._includes_kw: fields})
+        return {
+            d["_id"]: (d.get("_source", {}), d["_seq_no"], d["_primary_term"])
+            for d in resp["docs"]
+            if _found(d)
+        }
+
     @abstractmethod
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
 
