@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
+from kemem_es.engine.bridge import shielded
 from kemem_es.engine.client import (
     Engine,
     check_bulk,
@@ -335,7 +336,15 @@ class Crud:
         """One memory's write, then its history entry. A failed item says why in the caller's
         terms: a conflict (retry), the memory gone meanwhile (NotFound: deleted by another
         writer between our read and this write), the index gone (run init), or a refusal —
-        never with the engine's internal id, which the caller never sees."""
+        never with the engine's internal id, which the caller never sees. The two writes go
+        together: an async caller cancelled meanwhile is cancelled after both (``shielded``)."""
+        with shielded():
+            self._write_one(lines, entry, refresh, scope, memory_id)
+
+    def _write_one(
+        self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool, scope: Scope,
+        memory_id: str,
+    ) -> None:  # fmt: skip
         with engine_errors("writing a memory"):
             resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
         item = next(iter(resp["items"][0].values()))
@@ -408,15 +417,16 @@ class Crud:
             old = src if keep_text else None
             event: Action = "DELETE" if keep_text else "FORGET"
             entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
-        with engine_errors("deleting memories"):
-            resp = self.engine.bulk(lines)
-        ok = [
-            e
-            for e, item in zip(entries, resp["items"], strict=True)
-            if item["delete"].get("result") == "deleted"
-        ]
-        if ok:
-            self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
+        with shielded():  # the deletions and their history go together (see _bulk_one)
+            with engine_errors("deleting memories"):
+                resp = self.engine.bulk(lines)
+            ok = [
+                e
+                for e, item in zip(entries, resp["items"], strict=True)
+                if item["delete"].get("result") == "deleted"
+            ]
+            if ok:
+                self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
         # Not deleted (a blocked index, a failing shard): an error, never a smaller count;
         # a scope's forget then stops before it strips any history.
         check_bulk(resp, f"deleting memories ({len(ok)} of {len(rows)} were deleted)")
