@@ -213,3 +213,55 @@ def test_a_write_cancelled_between_memory_and_history_keeps_both(kemem: Kemem, m
     run(go())
     monkeypatch.setattr(Crud, "record_history", real)
     assert [h.event for h in kemem.history("c1", **A)] == ["ADD", "UPDATE", "DELETE"]
+
+
+def test_verbs_after_close_raise_closed(kemem: Kemem) -> None:
+    """After close() the background writers are stopped: a verb used to queue reinforcement and
+    activity that nothing wrote any more, silently."""
+    from kemem_es.errors import Closed
+
+    kemem.init()
+    kemem.add("木木去看海", **A, refresh=True)
+    kemem.close()
+    for call in (
+        lambda: kemem.query("看海", **A),
+        lambda: kemem.search("看海", **A),
+        lambda: kemem.add("木木又去看海", **A),
+        lambda: kemem.get_all(**A),
+        lambda: kemem.flush(),
+    ):
+        with pytest.raises(Closed, match="closed"):
+            call()
+    kemem.close()  # closing again is harmless
+
+    async def go() -> None:
+        akm = twin(kemem)
+        assert await akm.count(**A) == 1
+        await akm.aclose()
+        with pytest.raises(Closed):
+            await akm.query("看海", **A)
+        await akm.aclose()
+
+    run(go())
+
+
+def test_an_async_kemem_on_a_second_event_loop_says_so(kemem: Kemem) -> None:
+    """It used to answer a permanent, misleading EngineUnavailable (and a degraded query
+    silently answered "no memories")."""
+    from kemem_es.errors import WrongEventLoop
+
+    kemem.init()
+    akm = twin(kemem)
+
+    async def first() -> None:
+        assert await akm.count(**A) == 0
+        await akm.aclose()
+
+    async def second() -> None:
+        with pytest.raises(WrongEventLoop, match="one AsyncKemem per event loop"):
+            await akm.count(**A)
+        with pytest.raises(WrongEventLoop):
+            await akm.query("看海", **A, degrade=True)
+
+    asyncio.run(first())
+    asyncio.run(second())

@@ -33,6 +33,8 @@ from typing import Any, Generic, TypeVar, overload
 
 import greenlet
 
+from kemem_es.errors import WrongEventLoop
+
 T = TypeVar("T")
 
 
@@ -60,8 +62,16 @@ class Bridge:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Await ``fn(*args, **kwargs)``, run in its own greenlet; its engine calls are awaited
-        on this loop (the greenlet starts with a copy of the caller's context variables)."""
-        self.loop = asyncio.get_running_loop()
+        on this loop (the greenlet starts with a copy of the caller's context variables).
+        The bridge keeps the loop of its first call: the engine client lives on it."""
+        loop = asyncio.get_running_loop()
+        if self.loop is not None and loop is not self.loop:
+            state = "closed" if self.loop.is_closed() else "another, still open one"
+            raise WrongEventLoop(
+                f"this AsyncKemem belongs to the event loop of its first call ({state}), and its "
+                "engine client with it: use one AsyncKemem per event loop (build a new one here)"
+            )
+        self.loop = loop
         self._loop_thread = threading.get_ident()
         core = _Core(functools.partial(fn, *args, **kwargs), greenlet.getcurrent(), self)
         core.gr_context = contextvars.copy_context()
