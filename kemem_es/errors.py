@@ -86,6 +86,17 @@ class NotFound(KememError):
     """No memory with this id in this scope (another scope's memory is reported the same way)."""
 
 
+class Closed(KememError):
+    """The instance was closed (``close()`` / ``aclose()`` / the end of its ``with``): its
+    background writers are stopped, so a recall's reinforcement or a user's activity would be
+    queued and never written. Build a new instance instead."""
+
+
+class WrongEventLoop(KememError):
+    """An AsyncKemem used on another event loop than the one of its first call: its engine
+    client belongs to that loop (closed or not running here). Use one AsyncKemem per loop."""
+
+
 class WriteInterrupted(EngineUnavailable):
     """A multi-batch write stopped part-way; ``written`` says how far it got, ``unknown`` how
     many records were sent without an answer (the engine may still apply them). Re-running the

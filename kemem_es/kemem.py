@@ -20,7 +20,7 @@ from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResp
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.bridge import Bridge, lazy, offload
 from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import EngineUnavailable, InvalidInput, invalid_options
+from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -103,7 +103,18 @@ class Kemem:
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
+        self._closed = False
         self.hooks = Hooks()
+
+    def _open(self) -> None:
+        """Every verb starts here: after ``close()`` the background writers are stopped, so a
+        verb would queue reinforcement and activity that nothing writes any more."""
+        if self._closed:
+            raise Closed(
+                "this Kemem was closed (close(), aclose() or the end of its with block): its "
+                "background writers are stopped, so a recall's reinforcement or a user's "
+                "activity would be lost; build a new instance"
+            )
 
     @lazy
     def engine(self) -> Engine:
@@ -154,6 +165,7 @@ class Kemem:
 
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
+        self._open()
         with engine_errors("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
@@ -163,6 +175,7 @@ class Kemem:
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
+        self._open()
         with engine_errors("warming up"):
             _ = self.searcher
 
@@ -183,6 +196,7 @@ class Kemem:
         ``KEMEM_DEGRADE``): answer "no memories" instead, with ``additional_info.degraded`` and
         the reason — for a chat turn that should go on without memory rather than fail.
         ``reinforce=False``: a look that is not a recall (no strength gained, no activity)."""
+        self._open()
         if not isinstance(text, str):
             kind_of = type(text).__name__
             raise InvalidInput(f"text: the utterance as a string, not {kind_of}", field="text")
@@ -232,13 +246,16 @@ class Kemem:
 
     def flush(self) -> int:
         """Write queued reinforcement now (it is written in the background anyway)."""
+        self._open()
         # (a worker thread may hold the flush while its engine call waits for AsyncKemem's
         # event loop: never wait for it on the loop itself)
         return offload(self.reinforcer.flush) if "reinforcer" in self.__dict__ else 0
 
     def close(self) -> None:
         """Finish background extractions, flush what is queued, stop the background writers
-        (reinforcement is flushed even when waiting for the extractions fails)."""
+        (reinforcement is flushed even when waiting for the extractions fails). The verbs raise
+        ``Closed`` afterwards (closing again is harmless)."""
+        self._closed = True
         try:
             if "writes" in self.__dict__:
                 self.writes.close()
@@ -263,6 +280,7 @@ class Kemem:
     ) -> list[UserCleanup]:
         """Forget the weakest memories of users who reached the cap or went inactive (policy
         from settings, overridable: cap, ratio, inactive_days, min_capacity, interval_days)."""
+        self._open()
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
@@ -306,6 +324,7 @@ class Kemem:
 
     def init(self, recreate: bool = False) -> list[InitResult]:
         """Install index templates and indices (idempotent; safe to run concurrently)."""
+        self._open()
         results = install(self.engine, self.embedder.dim, recreate=recreate)
         self._checked.clear()
         return results
@@ -335,6 +354,7 @@ class Kemem:
         """Validate a whole JSONL file, then index it. Invalid records raise InvalidInput and
         nothing is written, unless ``skip_invalid`` (then they are listed in the report).
         ``dedup`` folds records into similar existing memories (off: an exact replay)."""
+        self._open()
         items, problems = read_jsonl(Path(path))
         self._ready(kind, db)
         return self.writes.import_items(
@@ -351,6 +371,7 @@ class Kemem:
     ) -> IndexReport:
         """Like ``index_file`` for records in memory: the same validation (scope rule included),
         problems named ``record N`` (1-based)."""
+        self._open()
         items = [(f"record {i}", r) for i, r in enumerate(records, start=1)]
         self._ready(kind, db)
         return self.writes.import_items(items, [], kind, db, skip_invalid, None, dedup, None)
@@ -395,6 +416,7 @@ class Kemem:
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions (returns what they stored), then flush
         reinforcement. Past ``timeout_s``: ``ExtractionPending``, and the jobs stay pending."""
+        self._open()
         try:
             return offload(self.writes.drain, timeout_s)
         finally:
@@ -466,6 +488,7 @@ class Kemem:
         (all validated before any is written); ``infer="background"`` stores the raw turn now,
         returns it, and extracts afterwards (``km.drain()`` waits; failures are logged and
         kept in ``km.extraction_errors``)."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
         for k in KINDS if infer else (kind,):
@@ -484,6 +507,7 @@ class Kemem:
         kind: MemoryKind | None = None,
     ) -> Memory:
         """One memory by id, within the scope; NotFound for an unknown id (or another scope's)."""
+        self._open()
         return self.memories.get(memory_id, self._scope(agent_id, user_id, db), kind)
 
     def get_all(
@@ -498,7 +522,10 @@ class Kemem:
         cursor: str | None = None,
         session_id: str | None = None,
     ) -> MemoryPage:
-        """A page of the scope's memories, newest first; ``next_cursor`` fetches the next."""
+        """A page of the scope's memories, newest first (updatetime); ``next_cursor`` fetches
+        the next. The pages of one listing show the scope as it was at the first page (an
+        engine point in time), so a memory changed meanwhile is neither missed nor repeated."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.get_all(scope, with_session(filters, session_id), kind, limit, cursor)
 
@@ -514,6 +541,7 @@ class Kemem:
         refresh: bool = False,
     ) -> AddResult:
         """Change some fields of a memory (a text changes its description); the rest stays."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.update(memory_id, data, scope, kind, refresh)
 
@@ -528,6 +556,7 @@ class Kemem:
         refresh: bool = False,
     ) -> Memory:
         """Delete one memory (recorded in history); returns what was deleted."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.delete(memory_id, scope, kind, refresh)
 
@@ -545,6 +574,7 @@ class Kemem:
         """Delete every memory of one scope (matching ``filters``), events and entities.
         A scope is required: a user (user db) or, with ``db="official"``, an agent.
         ``forget=True`` also strips that scope's history of its texts. Returns the count."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
 
@@ -559,6 +589,7 @@ class Kemem:
         session_id: str | None = None,
     ) -> int:
         """How many memories of the scope match ``filters`` (what delete_all would delete)."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.count(scope, with_session(filters, session_id), kind)
 
@@ -573,6 +604,7 @@ class Kemem:
     ) -> list[HistoryEntry]:
         """The recorded changes of a memory, oldest first (also after it was deleted): the
         newest ``limit`` (1–10,000) of them when there are more."""
+        self._open()
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope, limit)
 
@@ -580,6 +612,7 @@ class Kemem:
         """Engine health and version, counts per agent / user / database / kind, the strength
         distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
         numbers to those agents."""
+        self._open()
         from kemem_es.store.stats import memory_stats
 
         with engine_errors("reading statistics"):

@@ -167,3 +167,101 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
         assert "1 memories and the activity of 1 users not written at shutdown" in caplog.text
     finally:
         reinforcer.close()
+
+
+def test_a_write_cancelled_between_memory_and_history_keeps_both(kemem: Kemem, monkeypatch) -> None:
+    """A cancellation that came after the memory was written used to skip its history entry;
+    now the two finish together and the verb is cancelled afterwards."""
+    import threading
+
+    from kemem_es.engine.bridge import pause
+    from kemem_es.store.crud import Crud
+
+    kemem.init()
+    real = Crud.record_history
+    started = threading.Event()
+
+    def slow_history(self: Crud, entries: list, doing: str) -> None:
+        started.set()
+        pause(0.3)  # the memory is written; the caller is cancelled now
+        real(self, entries, doing)
+
+    monkeypatch.setattr(Crud, "record_history", slow_history)
+
+    async def go() -> None:
+        async with twin(kemem) as akm:
+            for verb in ("add", "update", "delete"):
+                started.clear()
+                if verb == "add":
+                    call = akm.add(
+                        {"id": "c1", "description": "木木去看海", "created_at": "2025-01-01"}, **A
+                    )
+                elif verb == "update":
+                    call = akm.update("c1", "木木去看海了", **A)
+                else:
+                    call = akm.delete("c1", **A)
+                task = asyncio.ensure_future(call)
+                while not started.is_set():
+                    await asyncio.sleep(0.005)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            # the verb after a cancelled one works (no lock left held)
+            with pytest.raises(NotFound):
+                await akm.get("c1", **A)
+
+    run(go())
+    monkeypatch.setattr(Crud, "record_history", real)
+    assert [h.event for h in kemem.history("c1", **A)] == ["ADD", "UPDATE", "DELETE"]
+
+
+def test_verbs_after_close_raise_closed(kemem: Kemem) -> None:
+    """After close() the background writers are stopped: a verb used to queue reinforcement and
+    activity that nothing wrote any more, silently."""
+    from kemem_es.errors import Closed
+
+    kemem.init()
+    kemem.add("木木去看海", **A, refresh=True)
+    kemem.close()
+    for call in (
+        lambda: kemem.query("看海", **A),
+        lambda: kemem.search("看海", **A),
+        lambda: kemem.add("木木又去看海", **A),
+        lambda: kemem.get_all(**A),
+        lambda: kemem.flush(),
+    ):
+        with pytest.raises(Closed, match="closed"):
+            call()
+    kemem.close()  # closing again is harmless
+
+    async def go() -> None:
+        akm = twin(kemem)
+        assert await akm.count(**A) == 1
+        await akm.aclose()
+        with pytest.raises(Closed):
+            await akm.query("看海", **A)
+        await akm.aclose()
+
+    run(go())
+
+
+def test_an_async_kemem_on_a_second_event_loop_says_so(kemem: Kemem) -> None:
+    """It used to answer a permanent, misleading EngineUnavailable (and a degraded query
+    silently answered "no memories")."""
+    from kemem_es.errors import WrongEventLoop
+
+    kemem.init()
+    akm = twin(kemem)
+
+    async def first() -> None:
+        assert await akm.count(**A) == 0
+        await akm.aclose()
+
+    async def second() -> None:
+        with pytest.raises(WrongEventLoop, match="one AsyncKemem per event loop"):
+            await akm.count(**A)
+        with pytest.raises(WrongEventLoop):
+            await akm.query("看海", **A, degrade=True)
+
+    asyncio.run(first())
+    asyncio.run(second())

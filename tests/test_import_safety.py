@@ -116,6 +116,38 @@ def test_strength_only_change_is_an_update_and_rewrites_keep_recall_counts(kemem
     assert (after.strength, after.recall_count) == (30, 4)
 
 
+def test_a_recall_flushed_while_a_reimport_embeds_is_kept(kemem, monkeypatch) -> None:
+    """The re-import reads the stored recall count, embeds, then writes: a reinforcement
+    flushed in between was overwritten. The write is made over the version read; a conflict
+    re-reads what the memory earned meanwhile."""
+    from kemem_es.store.bulk import BulkWriter
+
+    kemem.init()
+    rows = [{**OK, "id": f"r{i}", "description": f"木木第{i}次去看海"} for i in range(3)]
+    kemem.index_records(rows, "events")
+    kemem.search("木木去看海", agent_id="qiyu", user_id="u1", threshold=0, limit=3)
+    assert kemem.flush() == 3  # each memory: strength 15, recall count 1
+    real = BulkWriter.vectors
+    flushed = []
+
+    def vectors(self, records, known=None):  # the embedding of the re-import: recalls land
+        if not flushed:
+            kemem.search("木木去看海", agent_id="qiyu", user_id="u1", threshold=0, limit=3)
+            flushed.append(kemem.flush())
+        return real(self, records, known)
+
+    monkeypatch.setattr(BulkWriter, "vectors", vectors)
+    changed = [{**r, "description": r["description"] + "，还捡了贝壳"} for r in rows]
+    changed[0]["strength"] = 100  # a record that sets its strength keeps it
+    report = kemem.index_records(changed, "events")
+    assert flushed == [3] and report.updated == 3
+    got = {m.id: m for m in kemem.get_all(agent_id="qiyu", user_id="u1").results}
+    assert {m.text.endswith("贝壳") for m in got.values()} == {True}
+    assert {i: m.recall_count for i, m in got.items()} == {"r0": 2, "r1": 2, "r2": 2}
+    assert (got["r0"].strength, got["r1"].strength, got["r2"].strength) == (100, 30, 30)
+    assert kemem.history("r1", agent_id="qiyu", user_id="u1")[-1].event == "UPDATE"
+
+
 def test_batches_are_bounded_by_bytes(kemem) -> None:
     kemem.init()
     vec = [0.5] * kemem.embedder.dim

@@ -551,3 +551,36 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
     assert by_user["u_a"].deleted == 0
     assert {m.id for m in kemem.get_all(**B).results} == {f"i{i:02d}" for i in range(7, 12)}
     assert kemem.count(**A) == 12
+
+
+@pytest.mark.engine
+def test_strength_stops_at_its_bound_and_a_stored_one_past_it_blocks_nothing(kemem) -> None:
+    """Recall reinforcement had no ceiling, but every write validates strength <= MAX_STRENGTH:
+    a popular memory became impossible to update, merge into or re-import."""
+    from kemem_es.models import MAX_STRENGTH
+
+    kemem.init()
+    scope = Scope.of(**A)
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    record = {"id": "hot", "description": "小雨最喜欢吃重庆火锅", "created_at": "2025-06-01"}
+    kemem.add({**record, "strength": MAX_STRENGTH - 10}, **A, refresh=True)
+
+    def raw_strength() -> float:
+        doc = kemem.engine.get(alias, scope.doc_id("hot"), routing=scope.routing)
+        return float(doc["_source"]["strength"])
+
+    kemem.search("小雨又想吃火锅了", **A, threshold=0)
+    assert kemem.flush() == 1
+    assert raw_strength() == MAX_STRENGTH
+    # A store whose older reinforcement went past the bound.
+    script = {"source": "ctx._source.strength = params.s", "params": {"s": MAX_STRENGTH + 5}}
+    meta = {"_index": alias, "_id": scope.doc_id("hot"), "routing": scope.routing}
+    kemem.engine.bulk([{"update": meta}, {"script": script}], refresh=True)
+    assert kemem.get("hot", **A).strength == MAX_STRENGTH
+    assert kemem.update("hot", {"metadata": {"a": 1}}, **A).event == "UPDATE"
+    assert kemem.update("hot", "小雨最喜欢吃重庆老火锅", **A, refresh=True).event == "UPDATE"
+    assert raw_strength() == MAX_STRENGTH
+    assert kemem.add("小雨特别喜欢吃重庆老火锅", **A, refresh=True)[0].event == "UPDATE"
+    exported = kemem.get("hot", **A)
+    again = {**record, "description": exported.text, "strength": exported.strength}
+    assert kemem.add(again, **A)[0].event in ("UPDATE", "NOOP")

@@ -9,7 +9,7 @@ import pytest
 
 from kemem_es.errors import InvalidInput
 from kemem_es.store import history
-from kemem_es.store.crud import ConcurrentChange, decode_cursor, encode_cursor
+from kemem_es.store.crud import ConcurrentChange, Cursor, decode_cursor, encode_cursor
 from kemem_es.store.scope import Scope
 
 pytestmark = pytest.mark.engine
@@ -150,6 +150,9 @@ BAD_CURSORS = [
     "[1700000000000,5]",
     '{"a":1}',
     "[1,2,3]",
+    '{"a":[1700000000000,"' + "a" * 40 + '",7]}',  # a tiebreaker belongs to a point in time
+    '{"a":[1700000000000,"' + "a" * 40 + '"],"p":"not a pit id!"}',
+    '{"a":[1700000000000,"' + "a" * 40 + '"],"x":1}',
 ]
 
 
@@ -165,8 +168,83 @@ def test_cursors_of_every_kind_of_page_decode() -> None:
     """What encode_cursor writes (an engine date sort value, the missing value's, a uid) is
     accepted back unchanged."""
     uid = Scope.of(**A).doc_id("m1")
+    pit = "85S6QQEHcGl0dGVzdBYtWUZjNGhGVFRiR1piQWhBd25WWVdBARYy+/_-=="
     for values in ([1_700_000_000_000, uid], [-(2**63), uid], [0, uid]):
-        assert decode_cursor(encode_cursor(values)) == values
+        assert decode_cursor(encode_cursor(Cursor(values))) == Cursor(values)
+        assert decode_cursor(encode_cursor(Cursor(values, pit))) == Cursor(values, pit)
+    with_tiebreak = Cursor([0, uid, 12], pit)  # Elasticsearch's implicit _shard_doc
+    assert decode_cursor(encode_cursor(with_tiebreak)) == with_tiebreak
+    # The older form, the bare sort values, still works.
+    assert decode_cursor(_b64(f'[0,"{uid}"]')) == Cursor([0, uid])
+
+
+def _listed(km, limit: int, between=lambda: None) -> list[str]:
+    """Every id of a whole listing of A's memories; ``between`` runs after the first page."""
+    page = km.get_all(**A, limit=limit)
+    seen = [m.id for m in page.results]
+    between()
+    while page.next_cursor:
+        page = km.get_all(**A, limit=limit, cursor=page.next_cursor)
+        seen += [m.id for m in page.results]
+    return seen
+
+
+def test_paging_lists_each_memory_once_while_memories_are_updated(kemem) -> None:
+    """An update sets updatetime to now: on the live index, a memory the pager had not reached
+    moved ahead of the cursor and was never listed. The listing reads the scope as it was at its
+    first page."""
+    kemem.init()
+    kemem.index_records([{**A, **_event(i)} for i in range(20)], "events")
+    oldest = [m.id for m in kemem.get_all(**A, limit=20).results][-6:]
+
+    def update_the_oldest() -> None:
+        for mid in oldest:
+            kemem.update(mid, {"metadata": {"touched": True}}, **A, refresh=True)
+        kemem.add("新的一件事：木木去看海", **A, refresh=True, dedup=False)
+
+    seen = _listed(kemem, 5, update_the_oldest)
+    assert sorted(seen) == sorted(f"m{i}" for i in range(20))  # none missing, none twice
+    # The next listing shows the changes: the updated memories first, the new one too.
+    assert len(_listed(kemem, 5)) == 21
+
+
+def test_a_listing_goes_on_when_its_point_in_time_is_gone(kemem) -> None:
+    kemem.init()
+    kemem.index_records([{**A, **_event(i)} for i in range(12)], "events")
+    page = kemem.get_all(**A, limit=5)
+    pit = decode_cursor(page.next_cursor).pit
+    assert pit
+    kemem.engine.close_pit(pit)  # as if it expired
+    seen = [m.id for m in page.results]
+    while page.next_cursor:
+        page = kemem.get_all(**A, limit=5, cursor=page.next_cursor)
+        seen += [m.id for m in page.results]
+    assert sorted(seen) == sorted(f"m{i}" for i in range(12))
+
+
+def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monkeypatch) -> None:
+    """Paged by updatetime, a memory updated before delete_all reached it moved ahead of the
+    cursor and survived; one added meanwhile survived too."""
+    from kemem_es.store import crud
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(i)} for i in range(20)], "events")
+    monkeypatch.setattr(crud, "DELETE_PAGE", 5)
+    real = crud.Crud.delete_sources
+    calls = []
+
+    def delete_sources(self, scope, rows, *args, **kwargs):
+        if not calls:  # after the first page was read: change what is not deleted yet
+            listed = {src["id"] for _, src in rows}
+            for mid in [f"m{i}" for i in range(20) if f"m{i}" not in listed]:
+                kemem.update(mid, {"metadata": {"touched": True}}, **A)
+            kemem.add("新的一件事：木木去看海", **A, refresh=True, dedup=False)
+        calls.append(len(rows))
+        return real(self, scope, rows, *args, **kwargs)
+
+    monkeypatch.setattr(crud.Crud, "delete_sources", delete_sources)
+    assert kemem.delete_all(**A, forget=True) == 21
+    assert kemem.count(**A) == 0
 
 
 def test_a_malformed_cursor_over_http_is_422(kemem) -> None:

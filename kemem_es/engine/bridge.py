@@ -33,6 +33,8 @@ from typing import Any, Generic, TypeVar, overload
 
 import greenlet
 
+from kemem_es.errors import WrongEventLoop
+
 T = TypeVar("T")
 
 
@@ -48,6 +50,7 @@ class _Core(greenlet.greenlet):
     def __init__(self, fn: Callable[..., Any], parent: greenlet.greenlet, bridge: Bridge) -> None:
         super().__init__(fn, parent)
         self.bridge = bridge
+        self.shielded = 0  # inside ``shielded()``: its engine calls finish even if cancelled
 
 
 class Bridge:
@@ -59,19 +62,35 @@ class Bridge:
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Await ``fn(*args, **kwargs)``, run in its own greenlet; its engine calls are awaited
-        on this loop (the greenlet starts with a copy of the caller's context variables)."""
-        self.loop = asyncio.get_running_loop()
+        on this loop (the greenlet starts with a copy of the caller's context variables).
+        The bridge keeps the loop of its first call: the engine client lives on it."""
+        loop = asyncio.get_running_loop()
+        if self.loop is not None and loop is not self.loop:
+            state = "closed" if self.loop.is_closed() else "another, still open one"
+            raise WrongEventLoop(
+                f"this AsyncKemem belongs to the event loop of its first call ({state}), and its "
+                "engine client with it: use one AsyncKemem per event loop (build a new one here)"
+            )
+        self.loop = loop
         self._loop_thread = threading.get_ident()
         core = _Core(functools.partial(fn, *args, **kwargs), greenlet.getcurrent(), self)
         core.gr_context = contextvars.copy_context()
         step = core.switch()
+        cancels: list[BaseException] = []  # a cancellation that came during ``shielded()``
         while not core.dead:  # the core yielded an awaitable: await it, send the outcome back
+            if cancels and not core.shielded:  # the shielded writes are done: cancelled now
+                _close(step)
+                step = core.throw(cancels.pop())
+                cancels.clear()
+                continue
             try:
-                value = await step
+                value = await (_unstoppable(step, cancels) if core.shielded else step)
             except BaseException as exc:  # any outcome, re-raised inside the core
                 step = core.throw(exc)
             else:
                 step = core.switch(value)
+        if cancels:
+            raise cancels[-1]
         return step
 
     def wait(self, awaitable: Awaitable[T]) -> T:
@@ -96,6 +115,37 @@ class Bridge:
                 if not self.loop.is_running():
                     future.cancel()
                     raise LoopNotRunning("AsyncKemem's event loop stopped during a call") from None
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Writes that must happen together (a memory and its history entry): inside an async
+    verb, a cancellation that comes meanwhile (``asyncio.wait_for``, a request timeout) waits
+    until the block is done, then cancels the verb. Elsewhere there is nothing to cancel."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Core):
+        yield
+        return
+    current.shielded += 1
+    try:
+        yield
+    finally:
+        current.shielded -= 1
+
+
+async def _unstoppable(awaitable: Awaitable[T], cancels: list[BaseException]) -> T:
+    """``awaitable``'s outcome even when the caller is cancelled meanwhile (that cancellation
+    is kept in ``cancels``, for ``Bridge.run`` to raise after the shielded block)."""
+    task = asyncio.ensure_future(awaitable)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError as exc:
+            if task.cancelled():  # the call itself was cancelled, not the caller
+                raise
+            cancels.append(exc)
+            if task.done():
+                return task.result()
 
 
 def in_async_call() -> bool:

@@ -310,6 +310,19 @@ class Engine(ABC):
         resp = self._mget_body(body, {self._includes_kw: fields})
         return {d["_id"]: d.get("_source", {}) for d in resp["docs"] if _found(d)}
 
+    def mget_versions(
+        self, index: str, docs: Sequence[tuple[str, str | None]], fields: list[str]
+    ) -> dict[str, tuple[dict[str, Any], int, int]]:
+        """``mget`` with each found document's seq_no and primary term: a write made with them
+        (``if_seq_no`` / ``if_primary_term``) fails with 409 if the document changed since."""
+        body = {"docs": [_doc_ref(index, doc_id, routing) for doc_id, routing in docs]}
+        resp = self._mget_body(body, {self._includes_kw: fields})
+        return {
+            d["_id"]: (d.get("_source", {}), d["_seq_no"], d["_primary_term"])
+            for d in resp["docs"]
+            if _found(d)
+        }
+
     @abstractmethod
     def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
 
@@ -389,6 +402,20 @@ class Engine(ABC):
     @abstractmethod
     def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
         """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
+
+    # -- points in time: one unchanging view of the indices for a listing's pages ------------
+    @abstractmethod
+    def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:
+        """A point in time over ``index`` (its id): searches of it see the documents as they
+        are now, whatever is written later, until ``keep_alive`` passes unused."""
+
+    @abstractmethod
+    def search_pit(self, pit_id: str, keep_alive: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A search of a point in time, keeping it alive ``keep_alive`` longer (the answer's
+        ``pit_id`` is the one to use next)."""
+
+    @abstractmethod
+    def close_pit(self, pit_id: str) -> None: ...
 
 
 Search = (
@@ -511,6 +538,17 @@ class OpenSearchEngine(Engine):
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
         self.client.indices.put_mapping(index=index, body={"properties": properties})
 
+    def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:
+        kw = {"routing": routing} if routing else {}
+        return str(self.client.create_pit(index=index, keep_alive=keep_alive, **kw)["pit_id"])
+
+    def search_pit(self, pit_id: str, keep_alive: str, body: dict[str, Any]) -> dict[str, Any]:
+        body = {**body, "pit": {"id": pit_id, "keep_alive": keep_alive}}
+        return dict(self.client.search(body=body, request_timeout=self.read_timeout))
+
+    def close_pit(self, pit_id: str) -> None:
+        self.client.delete_pit(body={"pit_id": [pit_id]})
+
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         if "template" in body:
             body = {**body, "template": self._scored_as_on_2x(body["template"])}
@@ -609,6 +647,18 @@ class ElasticsearchEngine(Engine):
 
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None:
         self.client.indices.put_mapping(index=index, properties=properties)
+
+    def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:
+        kw = {"routing": routing} if routing else {}
+        resp = self.client.open_point_in_time(index=index, keep_alive=keep_alive, **kw)
+        return str(resp["id"])
+
+    def search_pit(self, pit_id: str, keep_alive: str, body: dict[str, Any]) -> dict[str, Any]:
+        reader = self.client.options(request_timeout=self.read_timeout)
+        return dict(reader.search(pit={"id": pit_id, "keep_alive": keep_alive}, **body))
+
+    def close_pit(self, pit_id: str) -> None:
+        self.client.close_point_in_time(id=pit_id)
 
     def _count(
         self, index: str, body: dict[str, Any] | None, routing: str | None

@@ -31,7 +31,7 @@ from kemem_es.memory.dedup import (
 )
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
-from kemem_es.models import MemoryKind, MemoryRecord
+from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import Crud, Stored, page_of
@@ -434,7 +434,7 @@ class MemoryService:
         if "strength" not in changes:
             last = parse_instant(stored.source.get("indexed_at")) or now
             gain = ebbinghaus_gain(now - last)
-            doc["strength"] = float(stored.source.get("strength") or 0.0) + gain
+            doc["strength"] = min(MAX_STRENGTH, float(stored.source.get("strength") or 0.0) + gain)
         # Fields the new version no longer has are cleared, not left behind.
         for f in stored.source:
             if f not in doc and f not in (*LIFECYCLE_FIELDS, "strength", "indexed_at"):

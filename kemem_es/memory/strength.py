@@ -1,6 +1,7 @@
 """Memory strength: recall reinforces, spaced repetition reinforces more.
 
-- **Recall**: every memory a query returns gains ``reinforce_amount`` (15), its recall count +1
+- **Recall**: every memory a query returns gains ``reinforce_amount`` (15, up to ``MAX_STRENGTH``),
+  its recall count +1
   and ``last_recalled_at`` = now. The query only enqueues (microseconds); a background thread
   flushes the queue every ``reinforce_flush_s`` as one bulk of scripted partial updates (params
   only, ``retry_on_conflict``), so the query path does not wait and no increment is lost when
@@ -24,6 +25,7 @@ from typing import Any
 from kemem_es.contract.response import QueryResponse
 from kemem_es.engine.bridge import LoopNotRunning
 from kemem_es.engine.client import CLIENT_ERRORS, Engine, with_remedy
+from kemem_es.models import MAX_STRENGTH
 from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
 
@@ -43,8 +45,11 @@ MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are
 RecallKey = tuple[str, str, str]  # (index alias, engine _id, routing) of a recalled memory
 
 # Constant script source: the amounts and time travel as params, never as source text.
+# The strength stops at params.max (MAX_STRENGTH, the bound every write validates): above it a
+# memory could no longer be updated, merged into or re-imported.
 RECALL_SCRIPT = (
-    "def s = ctx._source.strength; ctx._source.strength = (s == null ? 0.0 : s) + params.gain; "
+    "def s = ctx._source.strength; "
+    "ctx._source.strength = Math.min(params.max, (s == null ? 0.0 : s) + params.gain); "
     "def n = ctx._source.recall_count; "
     "ctx._source.recall_count = (n == null ? 0 : n) + params.n; "
     "ctx._source.last_recalled_at = params.now;"
@@ -128,7 +133,7 @@ class Reinforcer:
                 return 0
             lines: list[dict[str, Any]] = []
             for (index, doc_id, routing), (n, now) in recalls.items():
-                params = {"gain": self.amount * n, "n": n, "now": now}
+                params = {"gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH}
                 meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
                 lines += [
                     {"update": meta},

@@ -133,6 +133,15 @@ class _Batch:
     lines: list[dict[str, Any]]
     labels: dict[str, str]  # engine id → "line N" for error messages
     history: dict[str, dict[str, Any]]  # engine id → its history entry once written
+    keep_strength: set[str] = field(default_factory=set)  # rewrites keeping stored strength
+
+
+def _carry_over(doc: dict[str, Any], old: dict[str, Any], keep_strength: bool) -> None:
+    """What a rewritten memory keeps of its stored version: recall count, last recall, and its
+    strength unless the record sets one."""
+    doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
+    if keep_strength and "strength" in old:
+        doc["strength"] = old["strength"]
 
 
 def approx_bytes(doc: dict[str, Any]) -> int:
@@ -241,9 +250,14 @@ class BulkWriter:
         prefix = self.engine.settings.index_prefix
         hashes = [content_hash(c.record, self.embedder.name) for c in chunk]
         existing: dict[str, dict[str, Any]] = {}
+        versions: dict[str, tuple[int, int]] = {}  # engine id → (seq_no, primary term) read
         for db in {c.scope.db for c in chunk}:
             refs = [c.ref for c in chunk if c.scope.db == db]
-            existing |= self.engine.mget(index_alias(prefix, db, kind), refs, EXISTING_FIELDS)
+            alias = index_alias(prefix, db, kind)
+            for doc_id, (src, seq, term) in self.engine.mget_versions(
+                alias, refs, EXISTING_FIELDS
+            ).items():
+                existing[doc_id], versions[doc_id] = src, (seq, term)
         todo: list[tuple[Checked, str]] = []
         same: list[tuple[Checked, str]] = []
         for c, h in zip(chunk, hashes, strict=True):
@@ -263,16 +277,20 @@ class BulkWriter:
             doc = to_document(c.record, c.scope, toks[c.scope], c.memory_id)
             doc["content_hash"] = h
             doc.update(vector_fields(kind, vec))
+            keep_strength = "strength" not in c.record.model_fields_set
             if old:
-                doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
-                if "strength" not in c.record.model_fields_set and "strength" in old:
-                    doc["strength"] = old["strength"]
+                _carry_over(doc, old, keep_strength)
             n = approx_bytes(doc)
             if cur.lines and (size + n > self.max_bytes):
                 batches.append(cur)
                 cur, size = _Batch([], {}, {}), 0
             alias = index_alias(prefix, c.scope.db, kind)
-            meta = {"_index": alias, "_id": c.doc_id, "routing": c.scope.routing}
+            meta: dict[str, Any] = {"_index": alias, "_id": c.doc_id, "routing": c.scope.routing}
+            if old:  # only over the version read: a recall flushed meanwhile is not overwritten
+                seq, term = versions[c.doc_id]
+                meta |= {"if_seq_no": seq, "if_primary_term": term}
+                if keep_strength:
+                    cur.keep_strength.add(c.doc_id)
             cur.lines += [{"index": meta}, doc]
             cur.labels[c.doc_id] = c.label
             cur.history[c.doc_id] = history.entry(
@@ -282,6 +300,26 @@ class BulkWriter:
         if cur.lines:
             batches.append(cur)
         return batches
+
+    def _reread(self, batch: _Batch, pair: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A rewrite the engine refused (409) because the memory changed after ``_prepare``
+        read it (a recall's reinforcement, an update): the same rewrite over the current
+        version, with what that version has earned (recall count, strength), so no increment
+        is lost. A memory deleted meanwhile is written anew."""
+        meta, doc = dict(pair[0]["index"]), dict(pair[1])
+        doc_id = meta["_id"]
+        ref = [(doc_id, meta.get("routing"))]
+        now = self.engine.mget_versions(meta["_index"], ref, EXISTING_FIELDS).get(doc_id)
+        meta.pop("if_seq_no", None)
+        meta.pop("if_primary_term", None)
+        entry = batch.history[doc_id]
+        if now is not None:
+            src, seq, term = now
+            _carry_over(doc, src, doc_id in batch.keep_strength)
+            meta |= {"if_seq_no": seq, "if_primary_term": term}
+            kept = {f: doc[f] for f in (*LIFECYCLE_FIELDS, "strength") if f in doc}
+            entry.update(old_text=src.get("description"), old=src, new={**entry["new"], **kept})
+        return [{"index": meta}, doc]
 
     def tokenizers(self, items: Sequence[tuple[Scope, MemoryRecord]]) -> dict[Scope, TextTokenizer]:
         """Each scope's tokenizer: its names (stored, and these records') kept whole in its
@@ -384,6 +422,8 @@ class BulkWriter:
                     done.append(batch.history[doc_id])
                 elif status in RETRY_STATUSES and attempt < self.max_retries:
                     retry += lines[2 * n : 2 * n + 2]
+                elif status == 409 and attempt < self.max_retries:  # changed since read
+                    retry += self._reread(batch, lines[2 * n : 2 * n + 2])
                 elif is_refusal(status):  # the record itself (a value the engine refused)
                     reason = res.get("error", {}).get("reason", f"status {status}")
                     out.rejected.append(f"{batch.labels.get(doc_id, doc_id)}: {reason}")

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
+from kemem_es.engine.bridge import shielded
 from kemem_es.engine.client import (
     Engine,
     check_bulk,
@@ -30,6 +32,7 @@ from kemem_es.errors import (
     EngineRefused,
     EngineUnavailable,
     InvalidInput,
+    KememError,
     NotFound,
 )
 from kemem_es.models import MemoryKind
@@ -46,12 +49,24 @@ from kemem_es.store.layout import (
 )
 from kemem_es.store.scope import Scope, checked_id
 
+log = logging.getLogger(__name__)
+
 FETCH_EXCLUDES = [f for f in HEAVY_FIELDS if f != "content_hash"]
 PAGE_MAX = 1000
 DELETE_PAGE = 500
 FORGET_IDS = 5000  # memory ids per history delete (well under the engine's terms limit)
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is LONG_MIN)
 _UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
+_PIT = re.compile(r"[A-Za-z0-9+/=_-]{1,3000}")  # a point-in-time id: base64 of either engine
+MAX_CURSOR = 4200
+# A listing's point in time lives this long after each page; a cursor used later goes on from
+# the live indices (see ``Crud.page``).
+PIT_KEEP_ALIVE = "10m"
+LISTING_SORT = [
+    {"updatetime": {"order": "desc", "missing": "_last"}},
+    {UID_FIELD: {"order": "asc"}},
+]
+DELETE_PASSES = 5  # delete_all: again while memories are added meanwhile, this many times at most
 # Top-level fields replaced whole; fixed source (compiled once), the values only in params.
 PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
 
@@ -74,29 +89,50 @@ def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
     return KINDS if kind is None else (checked_kind(kind),)
 
 
-def encode_cursor(values: list[Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(values).encode()).decode()
+@dataclass(frozen=True)
+class Cursor:
+    """Where a listing goes on: the last row's sort values (``LISTING_SORT``; with a point in
+    time on Elasticsearch, its implicit shard-order tiebreaker too) and the listing's point in
+    time, if it has one."""
+
+    after: list[Any]
+    pit: str | None = None
 
 
-def decode_cursor(cursor: str) -> list[Any]:
-    """The sort values of ``encode_cursor``, checked to be what ``page`` sorts by (a date's
-    epoch milliseconds, a memory's engine id): anything else would reach the engine and come
-    back as an engine error instead of the caller's mistake."""
+def encode_cursor(cursor: Cursor) -> str:
+    data: dict[str, Any] = {"a": cursor.after} | ({"p": cursor.pit} if cursor.pit else {})
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> Cursor:
+    """The ``encode_cursor`` value, checked to be what ``page`` sorts by (a date's epoch
+    milliseconds, a memory's engine id) and a point-in-time id's characters: anything else
+    would reach the engine and come back as an engine error instead of the caller's mistake.
+    (A cursor of the older form, the bare sort values, still works.)"""
     bad = InvalidInput("cursor: not a cursor from get_all", field="cursor")
-    if not isinstance(cursor, str):
+    if not isinstance(cursor, str) or len(cursor) > MAX_CURSOR:
         raise bad
     try:
-        values = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        data = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except ValueError:
         raise bad from None
-    if not isinstance(values, list) or len(values) != 2:
+    if isinstance(data, list):
+        data = {"a": data}
+    if not isinstance(data, dict) or not {"a"} <= data.keys() <= {"a", "p"}:
         raise bad
-    millis, uid = values
+    after, pit = data["a"], data.get("p")
+    if not isinstance(after, list) or len(after) not in (2, 3) or (len(after) == 3 and not pit):
+        raise bad
+    millis, uid, *tiebreak = after
     if type(millis) is not int or not LONG_MIN <= millis <= LONG_MAX:
         raise bad
     if not isinstance(uid, str) or not _UID.fullmatch(uid):
         raise bad
-    return values
+    if tiebreak and (type(tiebreak[0]) is not int or not 0 <= tiebreak[0] <= LONG_MAX):
+        raise bad
+    if pit is not None and (not isinstance(pit, str) or not _PIT.fullmatch(pit)):
+        raise bad
+    return Cursor(after, pit)
 
 
 class Crud:
@@ -138,30 +174,83 @@ class Crud:
         limit: int = 100,
         cursor: str | None = None,
     ) -> tuple[list[tuple[MemoryKind, dict[str, Any]]], str | None]:
-        """One page, newest first (updatetime, then engine id: a total order, so paging is
-        stable while memories are added)."""
+        """One page, newest first (updatetime, then engine id: a total order). A listing of
+        more than one page reads a point in time taken at its first page, because an update
+        sets updatetime to now: on the live indices a memory updated before the cursor reached
+        it would move ahead of the cursor and never be listed. So each memory of the scope as
+        it was at the first page comes exactly once, in that version. Where there is no point
+        in time (expired, refused), the listing goes on from the live indices."""
         if not 1 <= limit <= PAGE_MAX:
             raise InvalidInput(f"limit: must be 1–{PAGE_MAX}", field="limit")
-        kinds = _kinds(kind)
+        after = decode_cursor(cursor) if cursor else None
         body: dict[str, Any] = {
             "size": limit,
             "query": {"bool": {"filter": scope.filters() + compile_filters(filters)}},
-            "sort": [
-                {"updatetime": {"order": "desc", "missing": "_last"}},
-                {UID_FIELD: {"order": "asc"}},
-            ],
+            "sort": LISTING_SORT,
             "_source": {"excludes": HEAVY_FIELDS},
             "track_total_hits": False,
         }
-        if cursor:
-            body["search_after"] = decode_cursor(cursor)
-        indices = ",".join(self.alias(scope, k) for k in kinds)
+        indices = ",".join(self.alias(scope, k) for k in _kinds(kind))
+        got = None
+        if after is None:
+            hits = self._live_page(indices, body, scope)
+            if len(hits) == limit:  # more pages to come: the listing's point in time, now
+                got = self._pit_page(self._open_pit(indices, scope), body)
+                hits = got[0] if got else hits
+        else:
+            got = self._pit_page(after.pit, body | {"search_after": after.after})
+            if got is None:
+                hits = self._live_page(indices, body | {"search_after": after.after[:2]}, scope)
+            else:
+                hits = got[0]
+        pit = got[1] if got else None
+        out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
+        if len(hits) < limit:
+            self._close_pit(pit)
+            return out, None
+        last = hits[-1]["sort"]
+        return out, encode_cursor(Cursor(last if pit else last[:2], pit))
+
+    def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
         with engine_errors("listing memories"):
             resp = self.engine.search(indices, body, routing=scope.routing)
-        hits = check_shards(resp, "listing memories")["hits"]["hits"]
-        out = [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
-        nxt = encode_cursor(hits[-1]["sort"]) if len(hits) == limit else None
-        return out, nxt
+        return list(check_shards(resp, "listing memories")["hits"]["hits"])
+
+    def _open_pit(self, indices: str, scope: Scope) -> str | None:
+        """A point in time for a listing; None where the engine will not open one (too many
+        open, too old): the listing then pages the live indices."""
+        try:
+            with engine_errors("opening a point in time"):
+                return self.engine.open_pit(indices, PIT_KEEP_ALIVE, scope.routing)
+        except KememError as exc:
+            log.warning("listing memories without a point in time: %s", exc)
+            return None
+
+    def _pit_page(
+        self, pit: str | None, body: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], str] | None:
+        """The hits and the point in time to go on with; None when it is gone (kept alive
+        ``PIT_KEEP_ALIVE`` after each page) or unusable."""
+        if pit is None:
+            return None
+        try:
+            with engine_errors("listing memories"):
+                resp = self.engine.search_pit(pit, PIT_KEEP_ALIVE, body)
+            hits = check_shards(resp, "listing memories")["hits"]["hits"]
+        except KememError as exc:
+            log.info("listing memories from the live indices: the point in time is gone (%s)", exc)
+            return None
+        return list(hits), str(resp.get("pit_id") or pit)
+
+    def _close_pit(self, pit: str | None) -> None:
+        """A finished listing's point in time, released now rather than when it expires."""
+        if pit is None:
+            return
+        try:
+            with engine_errors("closing a point in time"):
+                self.engine.close_pit(pit)
+        except KememError as exc:  # it expires anyway
+            log.info("closing a point in time: %s", exc)
 
     def count(
         self,
@@ -247,7 +336,15 @@ class Crud:
         """One memory's write, then its history entry. A failed item says why in the caller's
         terms: a conflict (retry), the memory gone meanwhile (NotFound: deleted by another
         writer between our read and this write), the index gone (run init), or a refusal —
-        never with the engine's internal id, which the caller never sees."""
+        never with the engine's internal id, which the caller never sees. The two writes go
+        together: an async caller cancelled meanwhile is cancelled after both (``shielded``)."""
+        with shielded():
+            self._write_one(lines, entry, refresh, scope, memory_id)
+
+    def _write_one(
+        self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool, scope: Scope,
+        memory_id: str,
+    ) -> None:  # fmt: skip
         with engine_errors("writing a memory"):
             resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
         item = next(iter(resp["items"][0].values()))
@@ -320,15 +417,16 @@ class Crud:
             old = src if keep_text else None
             event: Action = "DELETE" if keep_text else "FORGET"
             entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
-        with engine_errors("deleting memories"):
-            resp = self.engine.bulk(lines)
-        ok = [
-            e
-            for e, item in zip(entries, resp["items"], strict=True)
-            if item["delete"].get("result") == "deleted"
-        ]
-        if ok:
-            self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
+        with shielded():  # the deletions and their history go together (see _bulk_one)
+            with engine_errors("deleting memories"):
+                resp = self.engine.bulk(lines)
+            ok = [
+                e
+                for e, item in zip(entries, resp["items"], strict=True)
+                if item["delete"].get("result") == "deleted"
+            ]
+            if ok:
+                self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
         # Not deleted (a blocked index, a failing shard): an error, never a smaller count;
         # a scope's forget then stops before it strips any history.
         check_bulk(resp, f"deleting memories ({len(ok)} of {len(rows)} were deleted)")
@@ -337,15 +435,31 @@ class Crud:
     def _pages_to_delete(
         self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None
     ) -> Iterator[tuple[MemoryKind, list[dict[str, Any]]]]:
+        """The matching memories, paged by engine id: the one sort key no write changes (by
+        updatetime, a memory updated meanwhile moved ahead of the cursor and survived). Then
+        again while a pass finds any (added meanwhile), ``DELETE_PASSES`` times at most."""
         for k in _kinds(kind):
-            with engine_errors("refreshing"):
-                self.engine.refresh(self.alias(scope, k))
-            cursor = None
-            while True:
-                rows, cursor = self.page(scope, filters, k, DELETE_PAGE, cursor)
-                if rows:
-                    yield k, [src for _, src in rows]
-                if cursor is None:
+            body: dict[str, Any] = {
+                "size": DELETE_PAGE,
+                "query": {"bool": {"filter": scope.filters() + compile_filters(filters)}},
+                "sort": [{UID_FIELD: {"order": "asc"}}],
+                "_source": {"excludes": HEAVY_FIELDS},
+                "track_total_hits": False,
+            }
+            for _ in range(DELETE_PASSES):
+                with engine_errors("refreshing"):
+                    self.engine.refresh(self.alias(scope, k))
+                found = False
+                page = body
+                while True:
+                    hits = self._live_page(self.alias(scope, k), page, scope)
+                    if hits:
+                        found = True
+                        yield k, [h["_source"] for h in hits]
+                    if len(hits) < DELETE_PAGE:
+                        break
+                    page = body | {"search_after": hits[-1]["sort"]}
+                if not found:
                     break
 
     def _forget_history(

@@ -22,6 +22,7 @@ import numpy as np
 
 from kemem_es.contract.memory import Memory
 from kemem_es.models import (
+    MAX_STRENGTH,
     RECORD_TYPES,
     EntityRecord,
     EventRecord,
@@ -186,7 +187,16 @@ def to_record_data(source: dict[str, Any], kind: MemoryKind) -> dict[str, Any]:
         f: source[f] for f in _RECORD_FIELDS[kind] if source.get(f) is not None and f != "vector"
     }
     data["id"] = source.get(ID_FIELD)
+    if "strength" in data:
+        data["strength"] = stored_strength(source)
     return data
+
+
+def stored_strength(source: dict[str, Any]) -> float:
+    """A stored strength within ``MAX_STRENGTH``: reinforcement of older versions had no
+    ceiling, and a value past it would fail the validation of every later update (and of the
+    memory re-imported from an export), for a strength the caller never set."""
+    return min(float(source.get("strength") or 0.0), MAX_STRENGTH)
 
 
 def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
@@ -202,7 +212,7 @@ def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
         "updatetime": source.get("updatetime"),
         "user_name": source.get("user_name"),
         "agent_name": source.get("agent_name"),
-        "strength": source.get("strength", 0.0),
+        "strength": stored_strength(source),
         "recall_count": source.get("recall_count", 0),
         "last_recalled_at": source.get("last_recalled_at"),
         "metadata": source.get("metadata") or {},
