@@ -130,6 +130,11 @@ def _cut_and_scores(
     return got["additional_info"]["分词"], [(r["memory"], r["score"]) for r in got["results"]]
 
 
+def _entity(name: str, kind: str, description: str) -> dict:
+    return {"entity_name": name, "entity_type": "具体实体", "kind": kind,
+            "description": description, "updatetime": "2025-05-01"}  # fmt: skip
+
+
 def test_another_tenants_names_never_change_how_this_tenant_is_cut(kemem) -> None:
     """Names are kept whole only in their own scope's texts: an entity another agent's user
     writes (想去海边看日) used to enter the process's one jieba dictionary, cut this tenant's
@@ -143,14 +148,8 @@ def test_another_tenants_names_never_change_how_this_tenant_is_cut(kemem) -> Non
     assert before[1] and before[1][0][1] > 0
 
     attacker = {"agent_id": "other", "user_id": "u_evil"}
-    entity = {
-        "entity_name": "想去海边看日",
-        "entity_type": "具体实体",
-        "kind": "特殊实体属性",
-        "updatetime": "2025-05-01",
-    }
-    kemem.add({**entity, "description": "想去海边看日是我的网名"}, kind="entities", **attacker,
-              refresh=True)  # fmt: skip
+    entity = _entity("想去海边看日", "特殊实体属性", "想去海边看日是我的网名")
+    kemem.add(entity, kind="entities", **attacker, refresh=True)
     assert _cut_and_scores(kemem, query, victim) == before
     # A process started afterwards (names read off the indices) cuts the same way.
     fresh = Kemem(kemem.settings)
@@ -168,13 +167,8 @@ def test_a_scopes_names_are_kept_whole_in_its_texts_from_any_process(kemem) -> N
     kemem.init()
     scope = {"agent_id": "qiyu", "user_id": "u_jie"}
     other = {"agent_id": "qiyu", "user_id": "u_nojie"}
-    jie = {
-        "entity_name": "阿杰",
-        "entity_type": "具体实体",
-        "kind": "用户关系",
-        "updatetime": "2025-05-01",
-    }
-    kemem.add({**jie, "description": "阿杰是我的大学室友"}, kind="entities", **scope, refresh=True)
+    jie = _entity("阿杰", "用户关系", "阿杰是我的大学室友")
+    kemem.add(jie, kind="entities", **scope, refresh=True)
     writer = Kemem(kemem.settings)
     writer.embedder = kemem.embedder
     for s in (scope, other):
