@@ -139,11 +139,16 @@ class WritePaths:
         for kind, record, _ in prepared:  # validate all before writing any
             self.memories.validate(record, kind, scope)
         out: list[AddResult] = []
+        # Several facts (an extraction): one refresh at the end, not a wait of about a second
+        # for each (20 facts took 20 s); dedup sees the earlier ones through its recent writes.
+        each = refresh and len(prepared) == 1
         for kind, record, said_now in prepared:
             # A record with the caller's own id is stored under that id, never folded into
             # another memory: the caller will look it up by that id.
             fold = dedup and (said_now or not record.get("id"))
-            out += self.memories.add_records([record], scope, kind, refresh, "api", fold, said_now)
+            out += self.memories.add_records([record], scope, kind, each, "api", fold, said_now)
+        if refresh and not each and out:
+            self.memories.crud.refresh(scope, {kind for kind, _, _ in prepared})
         return out
 
     @staticmethod

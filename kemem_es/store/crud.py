@@ -12,7 +12,7 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -390,11 +390,16 @@ class Crud:
             deleted += self.delete_sources(scope, rows, actor, keep_text_in_history)
         if not keep_text_in_history:
             self._forget_history(scope, kind, deleted if filters else None)
+        self.refresh(scope, _kinds(kind))
+        return len(deleted)
+
+    def refresh(self, scope: Scope, kinds: Iterable[MemoryKind]) -> None:
+        """Make what was written searchable now: the scope's indices of ``kinds`` and the
+        history (one refresh after many writes, not a wait for each)."""
         with engine_errors("refreshing"):
-            for k in _kinds(kind):
+            for k in kinds:
                 self.engine.refresh(self.alias(scope, k))
             self.engine.refresh(history_alias(self.prefix))
-        return len(deleted)
 
     def delete_sources(
         self,
