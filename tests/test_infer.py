@@ -89,6 +89,22 @@ def test_background_stores_the_raw_turn_first(kemem, stub: Stub) -> None:
     assert isinstance(kemem.extraction_errors[-1], ExtractionError)
 
 
+def test_finished_background_jobs_kept_for_drain_are_bounded(
+    kemem, stub: Stub, monkeypatch
+) -> None:
+    """A server never calls drain(): the results it would return must not pile up forever."""
+    from kemem_es.memory import writes
+
+    monkeypatch.setattr(writes, "KEPT_DONE", 2)
+    kemem.init()
+    use_stub(kemem, stub)
+    for i in range(5):
+        kemem.add(f"第{i}句话", **A, infer="background", dedup=False)
+        kemem.writes._pending[-1].result(timeout=30)  # finished before the next one comes
+    assert len(kemem.writes._pending) <= 3  # the two latest finished, plus the newest
+    assert len(kemem.drain(timeout_s=30)) <= 3 * 4
+
+
 def test_background_failures_are_logged_counted_kept_bounded(kemem, stub: Stub, caplog) -> None:
     import logging
 

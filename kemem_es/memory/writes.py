@@ -33,6 +33,7 @@ from kemem_es.store.validation import by_record, validate_items
 log = logging.getLogger(__name__)
 
 KEPT_ERRORS = 100  # extraction_errors keeps the latest: a long-running server must not grow
+KEPT_DONE = 1_000  # finished extractions kept for drain(); a server that never drains keeps these
 
 
 class WritePaths:
@@ -96,6 +97,10 @@ class WritePaths:
                         max_workers=1, thread_name_prefix="kemem-extract"
                     )
                 self._pending.append(self._pool.submit(later))
+                finished = [j for j in self._pending if j.done()]
+                if len(finished) > KEPT_DONE:  # the oldest results go: memory stays bounded
+                    gone = set(finished[:-KEPT_DONE])
+                    self._pending = [j for j in self._pending if j not in gone]
         self.on_active(scope)
         return out
 
@@ -179,9 +184,10 @@ class WritePaths:
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are
-        in ``extraction_errors``). ``timeout_s`` bounds the whole wait; past it
-        :class:`ExtractionPending` is raised and every job stays pending (finished ones too),
-        so the next ``drain()`` still waits for them and returns what they stored."""
+        in ``extraction_errors``; of jobs that finished long before, the latest ``KEPT_DONE``).
+        ``timeout_s`` bounds the whole wait; past it :class:`ExtractionPending` is raised and
+        every job stays pending (finished ones too), so the next ``drain()`` still waits for
+        them and returns what they stored."""
         with self._lock:
             pending = list(self._pending)
         _, running = wait(pending, timeout=timeout_s)
