@@ -89,6 +89,31 @@ def test_background_stores_the_raw_turn_first(kemem, stub: Stub) -> None:
     assert isinstance(kemem.extraction_errors[-1], ExtractionError)
 
 
+def test_an_extraction_stopped_part_way_says_what_was_written(
+    kemem, stub: Stub, monkeypatch
+) -> None:
+    """The engine failing at the third of four facts: the error names the two stored."""
+    from kemem_es.errors import EngineUnavailable, WriteInterrupted
+
+    kemem.init()
+    use_stub(kemem, stub)
+    service = kemem.memories
+    real, calls = service.add_records, []
+
+    def failing_third(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise EngineUnavailable("engine unavailable (ConnectionError)")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(service, "add_records", failing_third)
+    with pytest.raises(WriteInterrupted, match="after 2 of 4 memories were written") as exc:
+        kemem.add(DIALOGUE, **A, infer=True, refresh=True)
+    assert exc.value.written == 2
+    ids = str(exc.value).split("written: ")[1].split(";")[0].split(", ")
+    assert len(ids) == 2 and all(kemem.get(i, **A).text for i in ids)
+
+
 def test_finished_background_jobs_kept_for_drain_are_bounded(
     kemem, stub: Stub, monkeypatch
 ) -> None:

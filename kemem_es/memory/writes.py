@@ -17,7 +17,13 @@ from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
 from kemem_es.engine.bridge import offload
-from kemem_es.errors import ExtractionPending, InvalidInput, KememError
+from kemem_es.errors import (
+    EngineUnavailable,
+    ExtractionPending,
+    InvalidInput,
+    KememError,
+    WriteInterrupted,
+)
 from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.extract.base import Messages
@@ -147,11 +153,20 @@ class WritePaths:
         # Several facts (an extraction): one refresh at the end, not a wait of about a second
         # for each (20 facts took 20 s); dedup sees the earlier ones through its recent writes.
         each = refresh and len(prepared) == 1
-        for kind, record, said_now in prepared:
-            # A record with the caller's own id is stored under that id, never folded into
-            # another memory: the caller will look it up by that id.
-            fold = dedup and (said_now or not record.get("id"))
-            out += self.memories.add_records([record], scope, kind, each, "api", fold, said_now)
+        try:
+            for kind, record, said_now in prepared:
+                # A record with the caller's own id is stored under that id, never folded into
+                # another memory: the caller will look it up by that id.
+                fold = dedup and (said_now or not record.get("id"))
+                out += self.memories.add_records([record], scope, kind, each, "api", fold, said_now)
+        except EngineUnavailable as exc:
+            if not out:
+                raise
+            raise WriteInterrupted(  # say which facts are stored: the caller cannot tell
+                f"{exc} (after {len(out)} of {len(prepared)} memories were written: "
+                f"{', '.join(r.id for r in out)}; the same facts added again fold into them)",
+                len(out),
+            ) from exc
         if refresh and not each and out:
             self.memories.crud.refresh(scope, {kind for kind, _, _ in prepared})
         return out
