@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from kemem_es.cli.common import console, err_console, guarded
+from kemem_es.cli.common import console, err_console, guarded, styled
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
@@ -108,13 +109,12 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
         try:
             engine = connect(settings)
         except EngineUnavailable as exc:
-            console.print(f"[yellow]not reachable[/yellow]: {exc}")
+            console.print(styled("not reachable", "yellow", f": {exc}"))
             raise typer.Exit(3) from None
         health = engine.health()
-        console.print(
-            f"{engine.dialect} {engine.version} at {engine.url} — "
-            f"cluster {health.get('cluster_name')} [bold]{health.get('status')}[/bold]"
-        )
+        where = f"{engine.dialect} {engine.version} at {engine.url} — "
+        cluster = f"cluster {health.get('cluster_name')} "
+        console.print(Text.assemble(where, cluster, (str(health.get("status")), "bold")))
         jvm = _cluster_jvm(engine)
         if jvm:
             console.print(jvm, highlight=False, soft_wrap=True)

@@ -1,0 +1,81 @@
+"""The CLI's output and errors: data printed as given, one-line errors, the README's exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kemem_es.cli.app import app
+
+MARKUP = "[/s] [bold]x[/bold] [sic]"  # a closing tag crashed Rich; the others vanished
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def _cli_env(kemem) -> dict[str, str]:
+    """The environment that points the CLI at ``kemem``'s engine, prefix and model; wide enough
+    that a table cell is not wrapped."""
+    return dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
+        KEMEM_ES_URL=kemem.settings.url,
+        KEMEM_REINFORCE="false",
+        COLUMNS="250",
+    )
+
+
+@pytest.mark.engine
+def test_markup_in_user_data_is_printed_as_written(kemem, tmp_path: Path) -> None:
+    """Rich read '[/s]' in a memory as a tag: `memory add` wrote, then crashed (exit 1, no id)
+    and every table of that scope crashed; '[sic]' and '[bold]' vanished from the output."""
+    kemem.init()
+    env = _cli_env(kemem)
+    text = f"I beat the boss {MARKUP}"
+    scope = ["--user", f"u{MARKUP}", "--agent", "qiyu"]
+    record = json.dumps({"id": "[sic][bold]x", "description": text, "created_at": "2025-06-01"})
+    add = _cli("memory", "add", "--record", record, *scope, env=env)
+    assert add.returncode == 0, add.stderr
+    assert add.stdout == f"ADD [sic][bold]x: {text}\n"
+    for args in (["memory", "list"], ["memory", "get", "[sic][bold]x"]):
+        shown = _cli(*args, *scope, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert text in shown.stdout and "[sic][bold]x" in shown.stdout
+    found = _cli("query", "boss", *scope, "--threshold", "0", env=env)
+    assert found.returncode == 0, found.stderr
+    assert text in found.stdout
+
+    missing = _cli("memory", "get", "[/x]", *scope, env=env)
+    assert missing.returncode == 4 and "Traceback" not in missing.stderr
+    assert missing.stderr.startswith("error: no memory '[/x]'")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"agent_id": "qiyu", "description": "x", "[/a]": 1}) + "\n")
+    rejected = _cli("index", str(bad), "--kind", "events", env=env)
+    assert rejected.returncode == 2 and "line 1: [/a]: Extra inputs" in rejected.stderr
+
+
+def test_our_messages_keep_their_brackets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prefix pattern and the install hint lost '[a-z0-9]' and '[build]' to Rich."""
+    env = {"KEMEM_INDEX_PREFIX": "BAD", "COLUMNS": "250"}
+    run = CliRunner().invoke(app, ["memory", "list", "--user", "u", "--agent", "a"], env=env)
+    assert run.exit_code == 2
+    assert "pattern '^[a-z0-9][a-z0-9_\\-]*$'" in run.output
+    monkeypatch.setitem(sys.modules, "spacy_lookups_data", None)  # the extra not installed
+    run = CliRunner().invoke(app, ["lexicon", "idf-en", "-o", "/nonexistent/idf.txt.gz"])
+    assert "pip install 'kemem-es[build]'" in run.output
+    help_ = CliRunner().invoke(app, ["lexicon", "--help"], env={"COLUMNS": "250"})
+    assert "needs [build]" in help_.output
