@@ -79,3 +79,18 @@ def test_our_messages_keep_their_brackets(monkeypatch: pytest.MonkeyPatch) -> No
     assert "pip install 'kemem-es[build]'" in run.output
     help_ = CliRunner().invoke(app, ["lexicon", "--help"], env={"COLUMNS": "250"})
     assert "needs [build]" in help_.output
+
+
+@pytest.mark.engine
+def test_query_now_follows_the_records_time_rule(kemem) -> None:
+    """typer read `--now 20250601` as Unix seconds (a query "now" in 1970) and `2025-02-30`
+    gave a boxed usage error; the library's rule refuses both in one line."""
+    kemem.init()
+    env = _cli_env(kemem)
+    ask = ["query", "火锅", "--user", "u1", "--agent", "qiyu", "--prompt"]
+    for bad, why in (("20250601", "not a date"), ("0", "not a date"), ("2025-02-30", "range")):
+        run = _cli(*ask, "--now", bad, env=env)
+        assert run.returncode == 2, run.stdout
+        assert run.stderr.startswith("error: option --now: ") and why in run.stderr
+        assert run.stderr.count("\n") == 1
+    assert _cli(*ask, "--now", "2025-06-01 12:00", env=env).returncode == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -72,7 +71,8 @@ def query(
     threshold: float = typer.Option(0.5, "--threshold", help="0–1 on the fused score"),
     mode: str = typer.Option("fusion", "--mode", help="fusion | bm25 | vector | rrf | two_stage"),
     exclude: list[str] = typer.Option([], "--exclude", help="event ids already shown (repeat)"),
-    now: datetime | None = typer.Option(None, "--now", help="fixed 'now' (default: the clock)"),
+    # a string: QueryParams checks it by the records' time rule (typer read 20250601 as 1970)
+    now: str | None = typer.Option(None, "--now", help="fixed 'now' (default: the clock)"),
     user_name: str | None = typer.Option(None, "--user-name", help="never a search word"),
     agent_name: str | None = typer.Option(None, "--agent-name", help="never a search word"),
     strategy: int = typer.Option(1, "--strategy", help="expansion strategy 0 or 1"),
