@@ -94,3 +94,21 @@ def test_query_now_follows_the_records_time_rule(kemem) -> None:
         assert run.stderr.startswith("error: option --now: ") and why in run.stderr
         assert run.stderr.count("\n") == 1
     assert _cli(*ask, "--now", "2025-06-01 12:00", env=env).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["lexicon", "idf", "--corpus", "/nonexistent.jsonl", "-o", "/nonexistent/idf.txt"],
+        ["lexicon", "show", "火锅", "--lexicon", "/nonexistent.npz"],
+        ["expand", "火锅", "--override", "/nonexistent.tsv"],
+        ["expand", "火锅", "--lexicon", "/nonexistent.npz"],
+        ["engine", "start", "--engine-version", "4.0"],
+    ],
+)
+def test_invalid_input_or_option_exits_2(args: list[str]) -> None:
+    """The README's table: 2 is invalid input or option. A missing input file exited 1 (as if
+    some records were rejected), an unknown engine version 3 (a setup error)."""
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 2, run.output
+    assert run.output.startswith("error: ") and run.output.count("\n") == 1

@@ -10,7 +10,7 @@ from kemem_es.cli.common import console, err_console, guarded, styled
 from kemem_es.config import get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
-from kemem_es.errors import EngineSetupError, EngineUnavailable
+from kemem_es.errors import EngineUnavailable, InvalidInput
 from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias, users_alias
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
@@ -20,8 +20,9 @@ def _local(
     home: str | None, port: int | None, version: str | None = None, nodes: int | None = None
 ) -> LocalEngine:
     if version is not None and version not in ("auto", *ENGINES):
-        raise EngineSetupError(
-            f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}"
+        raise InvalidInput(  # an invalid option (exit 2), not a setup error
+            f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}",
+            field="engine_version",
         )
     # a bad setting is an InvalidInput naming its KEMEM_* variable (config.get_settings)
     settings = get_settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)

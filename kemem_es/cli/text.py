@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from kemem_es.cli.common import console, err_console, error
+from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, console, err_console, error
 
 DEFAULT_VECTORS = Path("../shared/data/zh_word_vectors_75d.npz")
 
@@ -33,9 +33,10 @@ def _csv(values: list[str] | None) -> list[str]:
     return out
 
 
-def _fail(message: str) -> typer.Exit:
+def _fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
+    """Bad input or option (a missing file, one that is no lexicon): exit 2 as for `index`."""
     error(message, soft_wrap=True)
-    return typer.Exit(code=1)
+    return typer.Exit(code=code)
 
 
 def expand(
@@ -173,6 +174,9 @@ def lexicon_idf_en(
 
     try:
         path = source or spacy_lookups_source()
+    except ValueError as e:  # the [build] extra is not installed: setup, not input
+        raise _fail(str(e), EXIT_ERROR) from None
+    try:
         n = build(path, output or ENGLISH_IDF_PATH)
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
