@@ -112,3 +112,38 @@ def test_invalid_input_or_option_exits_2(args: list[str]) -> None:
     run = CliRunner().invoke(app, args)
     assert run.exit_code == 2, run.output
     assert run.output.startswith("error: ") and run.output.count("\n") == 1
+
+
+def _one_error(run, exit_code: int = 2) -> str:
+    """The output of a run that failed with one `error: …` line (and nothing else)."""
+    assert run.exit_code == exit_code, run.output
+    assert run.output.startswith("error: ") and run.output.count("\n") == 1, run.output
+    return run.output
+
+
+def test_errors_name_the_option_the_user_gave() -> None:
+    """`engine_nodes` / `engine_port` were named instead of --nodes / --port, the positional
+    TEXT as `option --text`, and a settings error was printed twice (error:, then ✗)."""
+    wide = {"COLUMNS": "250"}
+    run = CliRunner().invoke(app, ["engine", "start", "--nodes", "9"], env=wide)
+    assert _one_error(run).startswith("error: option --nodes: Input should be less than")
+    run = CliRunner().invoke(app, ["engine", "start", "--port", "80"], env=wide)
+    assert _one_error(run).startswith("error: option --port: Input should be greater than")
+    run = CliRunner().invoke(app, ["engine", "status"], env={**wide, "KEMEM_ENGINE_PORT": "80"})
+    assert "KEMEM_ENGINE_PORT: Input should be" in _one_error(run)
+    unreachable = {**wide, "KEMEM_ES_URL": "http://127.0.0.1:9"}  # refused before the engine
+    run = CliRunner().invoke(
+        app, ["query", "火" * 4001, "--user", "u", "--agent", "a"], env=unreachable
+    )
+    assert _one_error(run).startswith("error: argument TEXT: 4,001 characters")
+
+
+def test_bad_utf8_on_the_command_line_is_named_so() -> None:
+    """A byte the terminal did not send as UTF-8 was reported as a "lone surrogate"."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", "query", b"ab\xffc", "--user", "u"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: argument 2 is not valid UTF-8 (byte 0xff")
+    assert "surrogate" not in proc.stderr

@@ -60,7 +60,8 @@ def guarded() -> Iterator[None]:
         yield
     except InvalidInput as exc:
         error(str(exc))
-        print_problems(exc.problems)
+        # not again what the line says (a settings error's message is its first problem)
+        print_problems([p for p in exc.problems if not str(exc).endswith(p)])
         raise typer.Exit(EXIT_INVALID) from None
     except NotFound as exc:
         error(str(exc))
@@ -78,12 +79,14 @@ def guarded() -> Iterator[None]:
 
 @contextmanager
 def options_named(names: dict[str, str]) -> Iterator[None]:
-    """Name the command-line option (``--limit``) in an invalid-option error, not the field."""
+    """Name the command-line option (``--limit``) or argument (``TEXT``) in an invalid-option
+    error, not the field."""
     try:
         yield
     except InvalidInput as exc:
         if not exc.field or exc.field.startswith("KEMEM_"):  # a setting, not an option
             raise
         option = names.get(exc.field, "--" + exc.field.replace("_", "-"))
-        detail = str(exc).split(": ", 1)[-1]
-        raise InvalidInput(f"option {option}: {detail}", field=exc.field) from None
+        what = f"option {option}" if option.startswith("-") else f"argument {option}"
+        detail = str(exc).split(f"{exc.field}: ", 1)[-1]  # after "configuration: field: " too
+        raise InvalidInput(f"{what}: {detail}", field=exc.field) from None

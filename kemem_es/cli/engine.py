@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from kemem_es.cli.common import console, err_console, guarded, styled
-from kemem_es.config import get_settings
+from kemem_es.cli.common import console, err_console, guarded, options_named, styled
+from kemem_es.config import Settings, get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
 from kemem_es.errors import EngineUnavailable, InvalidInput
@@ -24,9 +26,23 @@ def _local(
             f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}",
             field="engine_version",
         )
-    # a bad setting is an InvalidInput naming its KEMEM_* variable (config.get_settings)
-    settings = get_settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)
-    return LocalEngine(settings)
+    return LocalEngine(
+        _settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)
+    )
+
+
+OPTION_NAMES = {
+    "engine_port": "--port",
+    "engine_nodes": "--nodes",
+    "engine_version": "--engine-version",
+}
+
+
+def _settings(**options: Any) -> Settings:
+    """A bad setting names its option (``--nodes``), or its KEMEM_* variable when it came from
+    the environment (config.get_settings), not the field (``engine_nodes``)."""
+    with options_named(OPTION_NAMES):
+        return get_settings(**options)
 
 
 def _notes(eng: LocalEngine) -> None:
@@ -88,7 +104,7 @@ def stop(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
 def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
     """Version, health and document counts of the configured cluster."""
     with guarded():
-        settings = get_settings(home=home, engine_port=port)
+        settings = _settings(home=home, engine_port=port)
         if not settings.es_url:
             local = LocalEngine(settings)
             pid = local.pid()

@@ -52,6 +52,7 @@ def _table(resp: QueryResponse, explain: bool) -> None:
 
 
 OPTION_NAMES = {
+    "text": "TEXT",
     "score_threshold": "--threshold",
     "user_id": "--user",
     "agent_id": "--agent",
