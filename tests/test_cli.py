@@ -147,3 +147,10 @@ def test_bad_utf8_on_the_command_line_is_named_so() -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: argument 2 is not valid UTF-8 (byte 0xff")
     assert "surrogate" not in proc.stderr
+
+
+def test_query_output_formats_are_alternatives() -> None:
+    """The README's usage line shows them as alternatives; --json --simple printed --simple."""
+    for pair in (["--json", "--simple"], ["--simple", "--prompt"]):
+        run = CliRunner().invoke(app, ["query", "x", "--user", "u", "--agent", "a", *pair])
+        assert "one output format at a time" in _one_error(run)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from kemem_es.cli.common import console, guarded, options_named
 from kemem_es.contract.response import QueryResponse
+from kemem_es.errors import InvalidInput
 from kemem_es.kemem import Kemem
 
 
@@ -86,6 +87,11 @@ def query(
 ) -> None:
     """Recall events and entities for an utterance from the user's and the official memories."""
     with guarded(), options_named(OPTION_NAMES):
+        given = [
+            o for o, on in (("--json", as_json), ("--simple", simple), ("--prompt", prompt)) if on
+        ]
+        if len(given) > 1:  # alternatives: one would be dropped without a word
+            raise InvalidInput(f"one output format at a time, not {' and '.join(given)}")
         km = Kemem(model_dir=model_dir)
         resp = km.query(
             text,
