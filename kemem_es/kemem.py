@@ -299,7 +299,7 @@ class Kemem:
     def prompt(
         self,
         response: QueryResponse,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
         user_name: str | None = None,
         agent_name: str | None = None,
         exclude_texts: Sequence[str] = (),

@@ -8,13 +8,16 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
 from kemem_es.errors import InvalidInput, KememError, NotFound
 from kemem_es.store.validation import by_record
 
-console = Console()
-err_console = Console(stderr=True)
+# No Rich markup: what is printed is user data ('[/s]' in a memory, an id) or a message quoting it,
+# shown as given; the CLI's own styling is explicit (``error``, ``styled``).
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 EXIT_OK = 0
 EXIT_PARTIAL = 1  # some records rejected (with --skip-invalid), the rest written
@@ -25,15 +28,25 @@ EXIT_NOT_FOUND = 4  # no memory with that id in that scope
 MAX_PROBLEMS_SHOWN = 20
 
 
+def styled(label: str, style: str, rest: str) -> Text:
+    """Our own label styled, then ``rest`` as plain text (never read as markup)."""
+    return Text.assemble((label, style), rest)
+
+
+def error(message: str, soft_wrap: bool = False) -> None:
+    """The one ``error: …`` line on stderr; the message is printed as written."""
+    err_console.print(styled("error:", "red", f" {message}"), highlight=False, soft_wrap=soft_wrap)
+
+
 def print_problems(problems: list[str]) -> None:
     """One ✗ per record; a record with several problems lists them under it."""
     records = list(by_record(problems).items())
     for label, found in records[:MAX_PROBLEMS_SHOWN]:
         if len(found) == 1:
             line = f"{label}: {found[0]}" if found[0] else label
-            err_console.print(f"  [red]✗[/red] {line}", highlight=False)
+            err_console.print(styled("  ✗", "red", f" {line}"), highlight=False)
             continue
-        err_console.print(f"  [red]✗[/red] {label}: {len(found)} problems", highlight=False)
+        err_console.print(styled("  ✗", "red", f" {label}: {len(found)} problems"), highlight=False)
         for problem in found:
             err_console.print(f"      {problem}", highlight=False)
     if len(records) > MAX_PROBLEMS_SHOWN:
@@ -46,19 +59,18 @@ def guarded() -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
-        print_problems(exc.problems)
+        error(str(exc))
+        # not again what the line says (a settings error's message is its first problem)
+        print_problems([p for p in exc.problems if not str(exc).endswith(p)])
         raise typer.Exit(EXIT_INVALID) from None
     except NotFound as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        error(str(exc))
         raise typer.Exit(EXIT_NOT_FOUND) from None
     except KememError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        error(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
     except CLIENT_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
-        err_console.print(
-            f"[red]error:[/red] search engine: {describe_client_error(exc)}", highlight=False
-        )
+        error(f"search engine: {describe_client_error(exc)}")
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")
@@ -67,12 +79,14 @@ def guarded() -> Iterator[None]:
 
 @contextmanager
 def options_named(names: dict[str, str]) -> Iterator[None]:
-    """Name the command-line option (``--limit``) in an invalid-option error, not the field."""
+    """Name the command-line option (``--limit``) or argument (``TEXT``) in an invalid-option
+    error, not the field."""
     try:
         yield
     except InvalidInput as exc:
         if not exc.field or exc.field.startswith("KEMEM_"):  # a setting, not an option
             raise
         option = names.get(exc.field, "--" + exc.field.replace("_", "-"))
-        detail = str(exc).split(": ", 1)[-1]
-        raise InvalidInput(f"option {option}: {detail}", field=exc.field) from None
+        what = f"option {option}" if option.startswith("-") else f"argument {option}"
+        detail = str(exc).split(f"{exc.field}: ", 1)[-1]  # after "configuration: field: " too
+        raise InvalidInput(f"{what}: {detail}", field=exc.field) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from kemem_es.cli.common import EXIT_PARTIAL, console, err_console, guarded, print_problems
@@ -113,7 +114,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
         console=err_console,
         transient=True,
     ) as progress:
-        task = progress.add_task(label, total=None)
+        task = progress.add_task(escape(label), total=None)  # the column reads markup
 
         def on_progress(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)

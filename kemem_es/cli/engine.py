@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from kemem_es.cli.common import console, err_console, guarded
-from kemem_es.config import get_settings
+from kemem_es.cli.common import console, err_console, guarded, options_named, styled
+from kemem_es.config import Settings, get_settings
 from kemem_es.engine import connect
 from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
-from kemem_es.errors import EngineSetupError, EngineUnavailable
+from kemem_es.errors import EngineUnavailable, InvalidInput
 from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias, users_alias
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
@@ -19,12 +22,27 @@ def _local(
     home: str | None, port: int | None, version: str | None = None, nodes: int | None = None
 ) -> LocalEngine:
     if version is not None and version not in ("auto", *ENGINES):
-        raise EngineSetupError(
-            f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}"
+        raise InvalidInput(  # an invalid option (exit 2), not a setup error
+            f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}",
+            field="engine_version",
         )
-    # a bad setting is an InvalidInput naming its KEMEM_* variable (config.get_settings)
-    settings = get_settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)
-    return LocalEngine(settings)
+    return LocalEngine(
+        _settings(home=home, engine_port=port, engine_version=version, engine_nodes=nodes)
+    )
+
+
+OPTION_NAMES = {
+    "engine_port": "--port",
+    "engine_nodes": "--nodes",
+    "engine_version": "--engine-version",
+}
+
+
+def _settings(**options: Any) -> Settings:
+    """A bad setting names its option (``--nodes``), or its KEMEM_* variable when it came from
+    the environment (config.get_settings), not the field (``engine_nodes``)."""
+    with options_named(OPTION_NAMES):
+        return get_settings(**options)
 
 
 def _notes(eng: LocalEngine) -> None:
@@ -86,7 +104,7 @@ def stop(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
 def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
     """Version, health and document counts of the configured cluster."""
     with guarded():
-        settings = get_settings(home=home, engine_port=port)
+        settings = _settings(home=home, engine_port=port)
         if not settings.es_url:
             local = LocalEngine(settings)
             pid = local.pid()
@@ -108,13 +126,12 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
         try:
             engine = connect(settings)
         except EngineUnavailable as exc:
-            console.print(f"[yellow]not reachable[/yellow]: {exc}")
+            console.print(styled("not reachable", "yellow", f": {exc}"))
             raise typer.Exit(3) from None
         health = engine.health()
-        console.print(
-            f"{engine.dialect} {engine.version} at {engine.url} — "
-            f"cluster {health.get('cluster_name')} [bold]{health.get('status')}[/bold]"
-        )
+        where = f"{engine.dialect} {engine.version} at {engine.url} — "
+        cluster = f"cluster {health.get('cluster_name')} "
+        console.print(Text.assemble(where, cluster, (str(health.get("status")), "bold")))
         jvm = _cluster_jvm(engine)
         if jvm:
             console.print(jvm, highlight=False, soft_wrap=True)

@@ -13,7 +13,7 @@ import typer
 from pydantic import BaseModel
 from rich.table import Table
 
-from kemem_es.cli.common import EXIT_INVALID, console, err_console, guarded
+from kemem_es.cli.common import EXIT_INVALID, console, error, guarded
 from kemem_es.contract.memory import Memory
 from kemem_es.errors import InvalidInput
 from kemem_es.kemem import Kemem
@@ -84,7 +84,7 @@ def _confirm(n: int, what: str, yes: bool) -> bool:
     if n <= 1 or yes:
         return True
     if not sys.stdin.isatty():
-        err_console.print(f"error: this would delete {n} {what}; pass --yes to confirm")
+        error(f"this would delete {n} {what}; pass --yes to confirm")
         raise typer.Exit(EXIT_INVALID)
     return typer.confirm(f"Delete {n} {what}?", default=False)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -11,6 +10,7 @@ from rich.table import Table
 
 from kemem_es.cli.common import console, guarded, options_named
 from kemem_es.contract.response import QueryResponse
+from kemem_es.errors import InvalidInput
 from kemem_es.kemem import Kemem
 
 
@@ -53,6 +53,7 @@ def _table(resp: QueryResponse, explain: bool) -> None:
 
 
 OPTION_NAMES = {
+    "text": "TEXT",
     "score_threshold": "--threshold",
     "user_id": "--user",
     "agent_id": "--agent",
@@ -72,7 +73,8 @@ def query(
     threshold: float = typer.Option(0.5, "--threshold", help="0–1 on the fused score"),
     mode: str = typer.Option("fusion", "--mode", help="fusion | bm25 | vector | rrf | two_stage"),
     exclude: list[str] = typer.Option([], "--exclude", help="event ids already shown (repeat)"),
-    now: datetime | None = typer.Option(None, "--now", help="fixed 'now' (default: the clock)"),
+    # a string: QueryParams checks it by the records' time rule (typer read 20250601 as 1970)
+    now: str | None = typer.Option(None, "--now", help="fixed 'now' (default: the clock)"),
     user_name: str | None = typer.Option(None, "--user-name", help="never a search word"),
     agent_name: str | None = typer.Option(None, "--agent-name", help="never a search word"),
     strategy: int = typer.Option(1, "--strategy", help="expansion strategy 0 or 1"),
@@ -85,6 +87,11 @@ def query(
 ) -> None:
     """Recall events and entities for an utterance from the user's and the official memories."""
     with guarded(), options_named(OPTION_NAMES):
+        given = [
+            o for o, on in (("--json", as_json), ("--simple", simple), ("--prompt", prompt)) if on
+        ]
+        if len(given) > 1:  # alternatives: one would be dropped without a word
+            raise InvalidInput(f"one output format at a time, not {' and '.join(given)}")
         km = Kemem(model_dir=model_dir)
         resp = km.query(
             text,

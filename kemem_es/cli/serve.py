@@ -7,7 +7,7 @@ import logging
 
 import typer
 
-from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, err_console, guarded
+from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
 from kemem_es.config import get_settings
 from kemem_es.errors import InvalidInput
 
@@ -39,13 +39,10 @@ def serve(
 
         from kemem_es.server.app import create_app
     except ImportError as exc:
-        err_console.print(
-            f"[red]error:[/red] the server needs its extra: pip install 'kemem-es[server]' ({exc})",
-            highlight=False,
-        )
+        error(f"the server needs its extra: pip install 'kemem-es[server]' ({exc})")
         raise typer.Exit(EXIT_ERROR) from None
     if log_level.lower() not in LOG_LEVELS:
-        err_console.print(f"[red]error:[/red] --log-level: one of {', '.join(LOG_LEVELS)}")
+        error(f"--log-level: one of {', '.join(LOG_LEVELS)}")
         raise typer.Exit(EXIT_INVALID)
     try:
         settings = get_settings()
@@ -53,20 +50,19 @@ def serve(
         detail = str(exc)
         if exc.field == "KEMEM_SERVER_API_KEYS":
             detail = 'KEMEM_SERVER_API_KEYS must be a JSON object {"key": ["agent_id", ...]}'
-        err_console.print(f"[red]error:[/red] settings: {detail}", highlight=False, soft_wrap=True)
+        error(f"settings: {detail}", soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from None
     from kemem_es.server.auth import KeyRing
 
     try:  # before the model loads: an unusable key setting fails at once
         KeyRing(settings.server_api_keys)
     except ValueError as exc:  # an empty or blank key (the message never quotes a key)
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        error(str(exc), soft_wrap=True)
         raise typer.Exit(EXIT_INVALID) from None
     if not settings.server_api_keys and not is_loopback(host) and not insecure:
-        err_console.print(
-            f"[red]error:[/red] refusing to serve on {host} without API keys: set "
+        error(
+            f"refusing to serve on {host} without API keys: set "
             "KEMEM_SERVER_API_KEYS, bind 127.0.0.1, or pass --insecure",
-            highlight=False,
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_INVALID)

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, console, err_console, error
 
 DEFAULT_VECTORS = Path("../shared/data/zh_word_vectors_75d.npz")
 
@@ -31,9 +33,10 @@ def _csv(values: list[str] | None) -> list[str]:
     return out
 
 
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", soft_wrap=True)
-    return typer.Exit(code=1)
+def _fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
+    """Bad input or option (a missing file, one that is no lexicon): exit 2 as for `index`."""
+    error(message, soft_wrap=True)
+    return typer.Exit(code=code)
 
 
 def expand(
@@ -88,14 +91,11 @@ def expand(
         payload["elapsed_ms"] = round(elapsed_ms, 3)
         typer.echo(json.dumps(payload, ensure_ascii=False, indent=2))
         return
-    console = Console()
-    console.print(f"[bold]分词[/bold]: {' / '.join(result.tokens)}")
-    console.print(
-        "[bold]基词[/bold]: "
-        + "  ".join(
-            f"{k.word}({k.weight:.2f}{', 单字' if k.single_char else ''})" for k in result.keywords
-        )
+    console.print(Text.assemble(("分词", "bold"), f": {' / '.join(result.tokens)}"))
+    keywords = "  ".join(
+        f"{k.word}({k.weight:.2f}{', 单字' if k.single_char else ''})" for k in result.keywords
     )
+    console.print(Text.assemble(("基词", "bold"), f": {keywords}"))
     table = Table(title=f"联想词 strategy={strategy} ({elapsed_ms:.2f} ms)")
     for col in ("#", "word", "level", "source"):
         table.add_column(col)
@@ -126,16 +126,15 @@ def lexicon_build(
     from kemem_es.expand.build import BuildConfig, build_lexicon
     from kemem_es.text import read_jsonl_texts
 
-    console = Console(stderr=True)
     cfg = BuildConfig(neighbours=neighbours, min_sim=min_sim, min_freq=min_freq)
     try:
         texts = list(read_jsonl_texts(corpus, field)) if corpus else None
-        lex = build_lexicon(vectors, texts, extra or (), cfg, log=console.print)
+        lex = build_lexicon(vectors, texts, extra or (), cfg, log=err_console.print)
         lex.save(output)
     except (OSError, ValueError, KeyError) as e:
         raise _fail(str(e)) from None
     size_mb = output.stat().st_size / 1e6
-    console.print(f"wrote {output} ({len(lex)} words, {size_mb:.1f} MB)")
+    err_console.print(f"wrote {output} ({len(lex)} words, {size_mb:.1f} MB)")
 
 
 @lexicon_app.command("idf")
@@ -155,7 +154,7 @@ def lexicon_idf(
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
     # soft_wrap: a long path must not break the line (and what a script reads from it)
-    Console(stderr=True).print(
+    err_console.print(
         f"wrote {output} ({len(table)} words from {table.docs} texts)", soft_wrap=True
     )
 
@@ -170,17 +169,18 @@ def lexicon_idf_en(
         Path | None, typer.Option("--output", "-o", help="default: the shipped table")
     ] = None,
 ) -> None:
-    """Rebuild the English IDF table (English words on jieba's IDF scale; needs [build])."""
+    r"""Rebuild the English IDF table (English words on jieba's IDF scale; needs \[build])."""
     from kemem_es.text.english_idf import ENGLISH_IDF_PATH, build, spacy_lookups_source
 
     try:
         path = source or spacy_lookups_source()
+    except ValueError as e:  # the [build] extra is not installed: setup, not input
+        raise _fail(str(e), EXIT_ERROR) from None
+    try:
         n = build(path, output or ENGLISH_IDF_PATH)
     except (OSError, ValueError) as e:
         raise _fail(str(e)) from None
-    Console(stderr=True).print(
-        f"wrote {output or ENGLISH_IDF_PATH} ({n} English stems)", soft_wrap=True
-    )
+    err_console.print(f"wrote {output or ENGLISH_IDF_PATH} ({n} English stems)", soft_wrap=True)
 
 
 @lexicon_app.command("show")
