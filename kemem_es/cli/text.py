@@ -42,7 +42,9 @@ def _fail(message: str, code: int = EXIT_INVALID) -> typer.Exit:
 def expand(
     sentence: Annotated[str, typer.Argument(help="the utterance to expand")],
     max_words: Annotated[int, typer.Option("--max-words", "-n", min=0)] = 100,
-    strategy: Annotated[int, typer.Option(min=0, max=1, help="0 round-robin, 1 pooled")] = 0,
+    strategy: Annotated[
+        int, typer.Option(min=0, max=1, help="0 round-robin, 1 pooled (what a query uses)")
+    ] = 1,
     filter_levels: Annotated[
         list[str] | None, typer.Option("--filter-levels", help="levels to drop, e.g. 1,2")
     ] = None,
