@@ -132,3 +132,27 @@ def assert_scoped(answers: list[dict[str, list]]) -> None:
     for (_, user, agent), answer in zip(DEMO_QUERIES, answers, strict=True):
         for event in answer["memory_events"]:
             assert event["index"].startswith((f"ev-{user}-{agent}-", f"ev-official-{agent}-"))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``kemem-es ARGS`` as a real process (what a shell runs), output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "kemem_es.cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def cli_env(km: Any, **extra: str) -> dict[str, str]:
+    """The environment that points the CLI at ``km``'s engine, prefix and model."""
+    import os
+
+    return dict(
+        os.environ,
+        KEMEM_INDEX_PREFIX=km.settings.index_prefix,
+        KEMEM_MODEL_DIR=str(km.settings.model_dir),
+        KEMEM_ES_URL=km.settings.url,
+        **extra,
+    )

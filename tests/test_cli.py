@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support import cli_env, run_cli
 from typer.testing import CliRunner
 
 from kemem_es.cli.app import app
@@ -17,26 +17,11 @@ MARKUP = "[/s] [bold]x[/bold] [sic]"  # a closing tag crashed Rich; the others v
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kemem_es.cli.app", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_cli(*args, env=env)
 
 
 def _cli_env(kemem) -> dict[str, str]:
-    """The environment that points the CLI at ``kemem``'s engine, prefix and model; wide enough
-    that a table cell is not wrapped."""
-    return dict(
-        os.environ,
-        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
-        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
-        KEMEM_ES_URL=kemem.settings.url,
-        KEMEM_REINFORCE="false",
-        COLUMNS="250",
-    )
+    return cli_env(kemem, KEMEM_REINFORCE="false", COLUMNS="250")
 
 
 @pytest.mark.engine

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import cli_env, run_cli
 
 from kemem_es.errors import EngineUnavailable, InvalidInput, MappingConflict
 from kemem_es.store import Scope, install
@@ -162,26 +162,12 @@ def test_official_records_must_not_carry_a_user(kemem, tmp_path: Path) -> None:
     ]
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kemem_es.cli.app", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return run_cli(*args, env=env)
 
 
 def _cli_env(kemem) -> dict[str, str]:
-    """The environment that points the CLI at ``kemem``'s engine, prefix and model."""
-    import os
-
-    return dict(
-        os.environ,
-        KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,
-        KEMEM_MODEL_DIR=str(kemem.settings.model_dir),
-        KEMEM_ES_URL=kemem.settings.url,
-    )
+    return cli_env(kemem)
 
 
 def test_unreachable_cluster_gives_one_clear_line(tmp_path: Path) -> None:
