@@ -80,4 +80,7 @@ def test_names_written_by_this_process_count_at_once() -> None:
     generic = dog.model_copy(update={"entity_name": "柯基犬", "entity_type": "泛化实体"})
     names.note(scope, [dog, generic])
     assert names.visible(scope).words == {"豆包"}  # a generic entity is a kind, not a name
+    known = names.visible(scope)
+    names.note(scope, [dog])  # nothing new: the same object, so the tokenizer's view is reused
+    assert names.visible(scope) is known
     assert len(engine.asked) == 2

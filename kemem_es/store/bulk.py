@@ -330,7 +330,7 @@ class BulkWriter:
         out: dict[Scope, TextTokenizer] = {}
         for scope, records in by_scope.items():
             names = self.names.visible(scope) | record_names(records)
-            self.names.note(scope, records)
+            self.names.note(scope, records)  # names already known change nothing (one object)
             out[scope] = self.tokenizer.scoped(names.words)
         return out
 

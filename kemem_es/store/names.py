@@ -36,9 +36,10 @@ class Names:
     persons: frozenset[str] = frozenset()
 
     def __or__(self, other: Names) -> Names:
-        if not (other.words or other.persons):
+        """The same object when one side adds nothing: the tokenizer's views are keyed by it."""
+        if other.words <= self.words and other.persons <= self.persons:
             return self
-        if not (self.words or self.persons):
+        if self.words <= other.words and self.persons <= other.persons:
             return other
         return Names(self.words | other.words, self.persons | other.persons)
 
