@@ -64,11 +64,8 @@ class Recorder(BaseHTTPRequestHandler):
         if path.endswith("_bulk"):
             items = [
                 {
-                    "index": {
-                        "_id": line["index"].get("_id", "h"),
-                        "status": 201,
-                        "result": "created",
-                    }
+                    action: {"_id": meta.get("_id", "h"), "status": 201, "result": "created"}
+                    for action, meta in line.items()  # "index" or "create"
                 }
                 for line in body[::2]
             ]
@@ -162,7 +159,7 @@ def test_bulk_lines_through_the_official_client(es_url: str) -> None:
     scope = Scope.of(agent_id="a", user_id="u")
     doc_id = scope.doc_id("e1")
     meta = {"_index": "kemem-user-events", "_id": doc_id, "routing": scope.routing}
-    assert lines[0] == {"index": meta}
+    assert lines[0] == {"create": meta}  # absent when read: created only if still absent
     assert lines[1]["id"] == "e1" and lines[1]["uid"] == doc_id
     assert lines[1]["description_tok"] == "吃 火 锅"
     assert len(lines[1]["vector"]) == DIMS

@@ -148,6 +148,44 @@ def test_a_recall_flushed_while_a_reimport_embeds_is_kept(kemem, monkeypatch) ->
     assert kemem.history("r1", agent_id="qiyu", user_id="u1")[-1].event == "UPDATE"
 
 
+def test_a_memory_created_by_another_writer_while_an_import_embeds_is_not_overwritten_blind(
+    kemem, monkeypatch
+) -> None:
+    """The import read no memory of these ids, and another writer stored them before its bulk
+    went out. Its writes are creates, so the engine refuses them (409); the import reads the
+    stored version and writes over it as an UPDATE (its recall count kept), or writes nothing
+    where that version is already this record."""
+    from kemem_es.store.bulk import BulkWriter
+
+    kemem.init()
+    mine = [
+        {**OK, "id": "c1", "description": "木木周末去看海"},
+        {**OK, "id": "c2", "description": "木木养了一只猫"},
+    ]
+    theirs = [{**mine[0], "description": "木木周末去爬山"}, mine[1]]
+    real = BulkWriter.vectors
+    raced: list[int] = []
+
+    def vectors(self, records, known=None):
+        if not raced:
+            raced.append(1)
+            kemem.index_records(theirs, "events")
+            kemem.search("木木周末", agent_id="qiyu", user_id="u1", threshold=0, limit=3)
+            raced.append(kemem.flush())
+        return real(self, records, known)
+
+    monkeypatch.setattr(BulkWriter, "vectors", vectors)
+    report = kemem.index_records(mine, "events")
+    assert raced[0] == 1 and raced[1] >= 1
+    assert (report.indexed, report.updated, report.unchanged) == (0, 1, 1)
+    c1 = kemem.get("c1", agent_id="qiyu", user_id="u1")
+    assert c1.text == "木木周末去看海" and c1.recall_count == 1
+    h1 = kemem.history("c1", agent_id="qiyu", user_id="u1")
+    assert [e.event for e in h1] == ["ADD", "UPDATE"]
+    assert (h1[1].old_text, h1[1].new_text) == ("木木周末去爬山", "木木周末去看海")
+    assert [e.event for e in kemem.history("c2", agent_id="qiyu", user_id="u1")] == ["ADD"]
+
+
 def test_batches_are_bounded_by_bytes(kemem) -> None:
     kemem.init()
     vec = [0.5] * kemem.embedder.dim
@@ -356,7 +394,7 @@ def test_a_failed_batch_is_never_dropped_while_another_succeeds(kemem) -> None:
     calls = {"docs": 0}
 
     def first_docs_bulk_lost(lines: list[dict], refresh: bool | str = False) -> dict:
-        if "history" not in lines[0]["index"]["_index"]:
+        if "history" not in next(iter(lines[0].values()))["_index"]:
             calls["docs"] += 1
             if calls["docs"] == 1:
                 raise _timeout()

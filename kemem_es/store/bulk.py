@@ -286,12 +286,14 @@ class BulkWriter:
                 cur, size = _Batch([], {}, {}), 0
             alias = index_alias(prefix, c.scope.db, kind)
             meta: dict[str, Any] = {"_index": alias, "_id": c.doc_id, "routing": c.scope.routing}
+            if keep_strength:
+                cur.keep_strength.add(c.doc_id)
             if old:  # only over the version read: a recall flushed meanwhile is not overwritten
                 seq, term = versions[c.doc_id]
                 meta |= {"if_seq_no": seq, "if_primary_term": term}
-                if keep_strength:
-                    cur.keep_strength.add(c.doc_id)
-            cur.lines += [{"index": meta}, doc]
+            # Absent when read: created only if still absent (another writer's memory of the
+            # same id, stored meanwhile, is a 409 and read again, never overwritten blind).
+            cur.lines += [{"index" if old else "create": meta}, doc]
             cur.labels[c.doc_id] = c.label
             cur.history[c.doc_id] = history.entry(
                 c.scope, c.memory_id, kind, "UPDATE" if old else "ADD", actor, old=old, new=doc
@@ -302,23 +304,37 @@ class BulkWriter:
         return batches
 
     def _reread(self, batch: _Batch, pair: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A rewrite the engine refused (409) because the memory changed after ``_prepare``
-        read it (a recall's reinforcement, an update): the same rewrite over the current
-        version, with what that version has earned (recall count, strength), so no increment
-        is lost. A memory deleted meanwhile is written anew."""
-        meta, doc = dict(pair[0]["index"]), dict(pair[1])
+        """A write the engine refused (409) because the memory changed after ``_prepare`` read
+        it (a recall's reinforcement, an update, another writer's create of the same id): the
+        same write over the current version, with what that version has earned (recall count,
+        strength), so no increment is lost. Nothing is sent (``[]``) when the current version
+        already holds this record (a concurrent import of the same input wrote it). A memory
+        deleted meanwhile is created anew, as an ADD."""
+        action, meta = next(iter(pair[0].items()))
+        meta, doc = dict(meta), dict(pair[1])
         doc_id = meta["_id"]
         ref = [(doc_id, meta.get("routing"))]
         now = self.engine.mget_versions(meta["_index"], ref, EXISTING_FIELDS).get(doc_id)
         meta.pop("if_seq_no", None)
         meta.pop("if_primary_term", None)
         entry = batch.history[doc_id]
-        if now is not None:
-            src, seq, term = now
-            _carry_over(doc, src, doc_id in batch.keep_strength)
-            meta |= {"if_seq_no": seq, "if_primary_term": term}
-            kept = {f: doc[f] for f in (*LIFECYCLE_FIELDS, "strength") if f in doc}
-            entry.update(old_text=src.get("description"), old=src, new={**entry["new"], **kept})
+        if now is None:
+            entry.update(event="ADD")
+            for key in ("old", "old_text"):
+                entry.pop(key, None)
+            return [{"create": meta}, doc]
+        src, seq, term = now
+        if src.get("content_hash") == doc["content_hash"]:
+            return []
+        _carry_over(doc, src, doc_id in batch.keep_strength)
+        meta |= {"if_seq_no": seq, "if_primary_term": term}
+        kept = {f: doc[f] for f in (*LIFECYCLE_FIELDS, "strength") if f in doc}
+        entry.update(
+            event="UPDATE",
+            old_text=src.get("description"),
+            old=history.slim(src),
+            new={**entry["new"], **kept},
+        )
         return [{"index": meta}, doc]
 
     def tokenizers(self, items: Sequence[tuple[Scope, MemoryRecord]]) -> dict[Scope, TextTokenizer]:
@@ -411,7 +427,7 @@ class BulkWriter:
                 raise _BatchStopped(describe_client_error(exc), out) from exc
             retry: list[dict] = []
             for n, item in enumerate(resp["items"]):
-                res = item.get("index", {})
+                res = next(iter(item.values()), {})  # "index" or "create"
                 status = res.get("status", 0)
                 doc_id = res.get("_id", "")
                 if res.get("result") in ("created", "updated"):
@@ -423,7 +439,9 @@ class BulkWriter:
                 elif status in RETRY_STATUSES and attempt < self.max_retries:
                     retry += lines[2 * n : 2 * n + 2]
                 elif status == 409 and attempt < self.max_retries:  # changed since read
-                    retry += self._reread(batch, lines[2 * n : 2 * n + 2])
+                    again = self._reread(batch, lines[2 * n : 2 * n + 2])
+                    retry += again
+                    out.unchanged += not again
                 elif is_refusal(status):  # the record itself (a value the engine refused)
                     reason = res.get("error", {}).get("reason", f"status {status}")
                     out.rejected.append(f"{batch.labels.get(doc_id, doc_id)}: {reason}")

@@ -46,15 +46,15 @@ def entry(
     }
     if old is not None:
         doc["old_text"] = old.get("description")
-        doc["old"] = _slim(old)
+        doc["old"] = slim(old)
     if new is not None:
         doc["new_text"] = new.get("description")
-        doc["new"] = _slim(new)
+        doc["new"] = slim(new)
     doc.update({k: v for k, v in extra.items() if v is not None})
     return doc
 
 
-def _slim(source: dict[str, Any]) -> dict[str, Any]:
+def slim(source: dict[str, Any]) -> dict[str, Any]:
     return {
         k: v
         for k, v in source.items()
