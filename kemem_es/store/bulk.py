@@ -310,8 +310,7 @@ class BulkWriter:
         strength), so no increment is lost. Nothing is sent (``[]``) when the current version
         already holds this record (a concurrent import of the same input wrote it). A memory
         deleted meanwhile is created anew, as an ADD."""
-        action, meta = next(iter(pair[0].items()))
-        meta, doc = dict(meta), dict(pair[1])
+        meta, doc = dict(next(iter(pair[0].values()))), dict(pair[1])  # "index" or "create"
         doc_id = meta["_id"]
         ref = [(doc_id, meta.get("routing"))]
         now = self.engine.mget_versions(meta["_index"], ref, EXISTING_FIELDS).get(doc_id)
