@@ -96,6 +96,29 @@ def test_offsets_are_kept(kemem) -> None:
     assert {m.id for m in same.results} == {"a", "b"}
 
 
+def test_fractions_of_a_second_are_kept_and_order_memories(kemem) -> None:
+    kemem.init()
+    rows = [
+        {**OK, "id": "f1", "description": "第一句", "created_at": "2025-06-01 12:00:00.250"},
+        {**OK, "id": "f2", "description": "第二句", "created_at": "2025-06-01T12:00:00.75+08:00"},
+        {**OK, "id": "f3", "description": "第三句", "created_at": "2025-06-01 12:00:00.123456"},
+    ]
+    kemem.index_records(rows, "events")
+    got = {m.id: m.created_at for m in kemem.get_all(agent_id="qiyu", user_id="u1").results}
+    assert got == {
+        "f1": "2025-06-01T12:00:00.250000",
+        "f2": "2025-06-01T12:00:00.750000+08:00",
+        "f3": "2025-06-01T12:00:00.123456",
+    }
+    # The engine reads the fractions: f1 is the earlier of the two naive ones.
+    later = kemem.get_all(
+        agent_id="qiyu",
+        user_id="u1",
+        filters={"created_at": {"gt": "2025-06-01T12:00:00.200Z"}},
+    )
+    assert {m.id for m in later.results} == {"f1"}
+
+
 def test_strength_only_change_is_an_update_and_rewrites_keep_recall_counts(kemem) -> None:
     kemem.init()
     row = {**OK, "id": "s", "description": "木木喜欢蓝玫瑰"}

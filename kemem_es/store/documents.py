@@ -79,7 +79,11 @@ def content_hash(record: MemoryRecord, model_name: str) -> str:
 
 
 def fmt_time(t: datetime | None) -> str | None:
-    return t.isoformat(timespec="seconds") if t else None
+    """As given, its offset and any fraction of a second kept (the engine orders by the
+    millisecond; the source keeps what was written, for get and export)."""
+    if t is None:
+        return None
+    return t.isoformat(timespec="microseconds" if t.microsecond else "seconds")
 
 
 def utc_now() -> str:
