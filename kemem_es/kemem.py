@@ -260,6 +260,8 @@ class Kemem:
             if "writes" in self.__dict__:
                 self.writes.close()
         finally:
+            if "names" in self.__dict__:
+                self.names.close()
             if "reinforcer" in self.__dict__:
                 self.reinforcer.close()
 

@@ -84,3 +84,57 @@ def test_names_written_by_this_process_count_at_once() -> None:
     names.note(scope, [dog])  # nothing new: the same object, so the tokenizer's view is reused
     assert names.visible(scope) is known
     assert len(engine.asked) == 2
+
+
+def test_expired_names_are_renewed_in_the_background_and_a_failure_keeps_them() -> None:
+    """Only a scope's first read waits: after the TTL a query gets the names known at once
+    while one background read renews them; names written meanwhile are not lost by it."""
+    import threading
+    import time
+
+    gate = threading.Event()
+    engine = FakeEngine({("user", "a", "u"): {"user": ["木木"]}})
+    real_search = engine.search
+
+    def slow_search(index: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if len(engine.asked) >= 1:  # every read after the first waits for the gate
+            assert gate.wait(10)
+        return real_search(index, body, **kw)
+
+    engine.search = slow_search  # type: ignore[method-assign]
+    names = ScopeNames(engine, ttl_s=0.05)  # type: ignore[arg-type]
+    scope = Scope.of(agent_id="a", user_id="u")
+    first = names.of(scope)
+    assert first.words == {"木木"} and len(engine.asked) == 1
+    time.sleep(0.06)
+    engine.table[("user", "a", "u")] = {"user": ["木木"], "entity": ["豆包"]}
+    for _ in range(5):  # expired: answered at once, with one renewal under way
+        assert names.of(scope) is first
+    dog = EntityRecord(
+        agent_id="a",
+        user_id="u",
+        entity_name="阿杰",
+        entity_type="具体实体",
+        kind="特殊实体属性",
+        description="阿杰是朋友",
+        updatetime="2025-01-01",
+    )
+    names.note(scope, [dog])  # written while the renewal reads
+    gate.set()
+    deadline = time.monotonic() + 5
+    while names.of(scope).words == {"木木", "阿杰"} or names.of(scope) is first:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert names.of(scope).words == {"木木", "豆包", "阿杰"}
+    assert len(engine.asked) == 2  # one renewal, however many queries asked meanwhile
+
+    def failing(index: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        raise RuntimeError("engine down")
+
+    engine.search = failing  # type: ignore[method-assign]
+    known = names.of(scope)
+    time.sleep(0.06)
+    assert names.of(scope) is known  # the failed renewal keeps what was known
+    names.close()
+    time.sleep(0.06)
+    assert names.of(scope).words == known.words  # closed: no more renewals, nothing raised

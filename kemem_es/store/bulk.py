@@ -426,7 +426,7 @@ class BulkWriter:
                 raise _BatchStopped(describe_client_error(exc), out) from exc
             retry: list[dict] = []
             for n, item in enumerate(resp["items"]):
-                res = next(iter(item.values()), {})  # "index" or "create"
+                res: dict[str, Any] = next(iter(item.values()), {})  # "index" or "create"
                 status = res.get("status", 0)
                 doc_id = res.get("_id", "")
                 if res.get("result") in ("created", "updated"):

@@ -4,14 +4,19 @@ jieba keeps a name whole only in the texts of the scope it belongs to (``Tokeniz
 at index and at query time alike, so another tenant's names never change how this tenant's
 words are cut. The names come from the memories themselves (one small aggregation per scope,
 remembered for ``NAMES_TTL_S``), plus what this process has just written (``note``), which the
-engine's search may not see yet.
+engine's search may not see yet. Only a scope's first query waits for its aggregation: once
+known, a scope's names are read again in the background when they are older than the TTL, and
+queries use the names known until then (the aggregation over an agent's official memories,
+shared by all its users, grows with them).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +26,10 @@ from kemem_es.store.layout import index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.text.tokenizer import name_word, normalize
 
-NAMES_TTL_S = 300.0  # another process's new names are seen within this
+log = logging.getLogger(__name__)
+
+NAMES_TTL_S = 300.0  # another process's new names are seen within this (and a read's time)
+REFRESHERS = 2  # background reads of expired names at once
 MAX_SCOPES = 10_000  # scopes remembered; the cache starts over beyond
 ENTITY_NAMES = 2_000  # a scope's most frequent entity names
 GENERIC = "泛化实体"  # generic entities (a kind of thing, not a name) are not names
@@ -79,20 +87,65 @@ class ScopeNames:
         self.ttl_s = ttl_s
         self._cache: dict[Scope, tuple[float, Names]] = {}
         self._joined: dict[Scope, tuple[Names, Names, Names]] = {}
+        self._noted: dict[Scope, Names] = {}  # noted while a background read is under way
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def of(self, scope: Scope) -> Names:
-        """One scope's names (a user's memories, or an agent's official ones)."""
+        """One scope's names (a user's memories, or an agent's official ones). Read now only
+        the first time; expired ones are returned while a background read renews them."""
         with self._lock:
             cached = self._cache.get(scope)
-        if cached is not None and time.monotonic() - cached[0] < self.ttl_s:
-            return cached[1]
-        names = self._read(scope)
+        if cached is None:
+            names = self._read(scope)
+            self._store(scope, names)
+            return names
+        if time.monotonic() - cached[0] >= self.ttl_s:
+            self._renew(scope)
+        return cached[1]
+
+    def _store(self, scope: Scope, names: Names) -> None:
         with self._lock:
             if len(self._cache) >= MAX_SCOPES:
                 self._cache.clear()
-            self._cache[scope] = (time.monotonic(), names)
-        return names
+            self._cache[scope] = (time.monotonic(), names | self._noted.pop(scope, NO_NAMES))
+
+    def _renew(self, scope: Scope) -> None:
+        """One background read per scope at a time; a failed one keeps the names known (and is
+        tried again by the next query after the TTL)."""
+        with self._lock:
+            if self._closed or scope in self._noted:
+                return
+            self._noted[scope] = NO_NAMES
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(REFRESHERS, thread_name_prefix="kemem-names")
+            pool = self._pool
+        pool.submit(self._renewal, scope)
+
+    def _renewal(self, scope: Scope) -> None:
+        try:
+            names = self._read(scope)
+        except Exception as exc:  # the names known stay in use; the reason is logged
+            log.warning("renewing a scope's names failed (%s); the names known stay", exc)
+            with self._lock:
+                cached = self._cache.get(scope)
+                if cached is not None:  # retried after another TTL, not by every query
+                    self._cache[scope] = (
+                        time.monotonic(),
+                        cached[1] | self._noted.get(scope, NO_NAMES),
+                    )
+                self._noted.pop(scope, None)
+            return
+        self._store(scope, names)
+
+    def close(self) -> None:
+        """Stop renewing (reads under way finish on their own)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def visible(self, scope: Scope) -> Names:
         """The names a scope's texts are cut with: a user's own plus the agent's official
@@ -120,6 +173,8 @@ class ScopeNames:
             cached = self._cache.get(scope)
             if cached is not None:
                 self._cache[scope] = (cached[0], cached[1] | new)
+            if scope in self._noted:  # a background read may not see them: kept for its result
+                self._noted[scope] |= new
 
     def _read(self, scope: Scope) -> Names:
         prefix = self.engine.settings.index_prefix
