@@ -14,8 +14,6 @@ from rich.text import Text
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, console, err_console, error
 
-DEFAULT_VECTORS = Path("../shared/data/zh_word_vectors_75d.npz")
-
 lexicon_app = typer.Typer(help="Build and inspect the association lexicon and the IDF table.")
 
 
@@ -110,8 +108,9 @@ def expand(
 def lexicon_build(
     output: Annotated[Path, typer.Option("--output", "-o", help="where to write the .npz")],
     vectors: Annotated[
-        Path, typer.Option(help="npz with `words` and `vectors` arrays")
-    ] = DEFAULT_VECTORS,
+        Path,
+        typer.Option(help="npz with `words` and `vectors` arrays (e.g. zh_word_vectors_75d.npz)"),
+    ],
     corpus: Annotated[
         Path | None, typer.Option(help="JSONL(.gz) corpus for co-occurrence (PMI) associations")
     ] = None,
