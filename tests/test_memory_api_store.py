@@ -255,3 +255,32 @@ def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
     for raw in BAD_CURSORS[:3]:
         r = c.get("/v1/memories", params={**A, "cursor": _b64(raw)})
         assert error_of(r, 422)["field"] == "cursor"
+
+
+def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -> None:
+    """The README's chat loop, run as written (its ``Kemem()`` is this test's store)."""
+    import re
+    from pathlib import Path
+
+    from kemem_es.store.layout import index_alias
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## A chat loop with memory", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    kemem.init()
+    loop: dict = {"Kemem": lambda: kemem}
+    exec(code.replace("from kemem_es import Kemem\n", ""), loop)
+    chat_turn = loop[re.search(r"def (\w+)\(", code).group(1)]
+    prompts: list[str] = []
+
+    def llm(system: str, user: str) -> str:
+        prompts.append(system)
+        return "好呀" if user == "你好" else "听起来真开心，下次带我一起去"
+
+    for message in ["你好", "我周末去海边看了日出，超级美", "嗯嗯"]:
+        chat_turn(message, "u_readme", "qiyu", llm)
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    texts = " ".join(m.text for m in kemem.get_all(agent_id="qiyu", user_id="u_readme").results)
+    assert "日出" in texts and "你好" not in texts and "嗯嗯" not in texts
+    chat_turn("上次看日出是哪里来着", "u_readme", "qiyu", llm)
+    assert "日出" in prompts[-1]  # the remembered turn is in the next prompt
