@@ -495,3 +495,23 @@ def test_cli_counts_rejected_records_not_problems(kemem, tmp_path) -> None:
     assert partial.stderr.count("✗") == 1
     for field in ("created_at", "strength", "keywords"):
         assert f"      {field}" in partial.stderr
+
+
+def test_an_export_read_back_in_is_unchanged_though_it_carries_earned_strength(kemem) -> None:
+    """Recalls raise a memory's strength after it was written; an export carries that
+    strength. Importing it again changes nothing (no UPDATE, no history), while a record
+    that sets another strength is still a strength edit."""
+    kemem.init()
+    rows = [{**OK, "id": f"x{i}", "description": f"木木第{i}次去看海"} for i in range(3)]
+    kemem.index_records(rows, "events")
+    kemem.search("木木去看海", agent_id="qiyu", user_id="u1", threshold=0, limit=2)
+    assert kemem.flush() == 2
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    stored = {m.id: m for m in kemem.get_all(agent_id="qiyu", user_id="u1").results}
+    assert sorted(m.strength for m in stored.values())[1:] == [15, 15]
+    exported = [{**r, "strength": stored[r["id"]].strength} for r in rows]
+    report = kemem.index_records(exported, "events")
+    assert (report.written, report.unchanged) == (0, 3)
+    assert [e.event for e in kemem.history("x0", agent_id="qiyu", user_id="u1")] == ["ADD"]
+    edited = [{**exported[0], "strength": 40}]
+    assert kemem.index_records(edited, "events").updated == 1

@@ -11,6 +11,7 @@ records the history of any unchanged memory whose write was never recorded.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -261,7 +262,11 @@ class BulkWriter:
         todo: list[tuple[Checked, str]] = []
         same: list[tuple[Checked, str]] = []
         for c, h in zip(chunk, hashes, strict=True):
-            (same if existing.get(c.doc_id, {}).get("content_hash") == h else todo).append((c, h))
+            old = existing.get(c.doc_id, {})
+            if old.get("content_hash") == h or self._strength_earned(c.record, old):
+                same.append((c, old["content_hash"]))  # the version its history must hold
+            else:
+                todo.append((c, h))
         report.unchanged += len(same)
         if same:
             self._record_missing_history(same, kind, actor)
@@ -302,6 +307,18 @@ class BulkWriter:
         if cur.lines:
             batches.append(cur)
         return batches
+
+    def _strength_earned(self, record: MemoryRecord, old: dict[str, Any]) -> bool:
+        """The record sets the strength its memory has earned since a write that set none
+        (an export of the store read back in): unchanged, not a strength edit."""
+        if "strength" not in record.model_fields_set or "content_hash" not in old:
+            return False
+        if not math.isclose(record.strength, float(old.get("strength", -1)), rel_tol=1e-9):
+            return False
+        unset = record.model_copy(
+            update={"strength": type(record).model_fields["strength"].default}
+        )
+        return bool(content_hash(unset, self.embedder.name) == old["content_hash"])
 
     def _reread(self, batch: _Batch, pair: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A write the engine refused (409) because the memory changed after ``_prepare`` read
