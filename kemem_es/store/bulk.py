@@ -262,9 +262,9 @@ class BulkWriter:
         todo: list[tuple[Checked, str]] = []
         same: list[tuple[Checked, str]] = []
         for c, h in zip(chunk, hashes, strict=True):
-            old = existing.get(c.doc_id, {})
-            if old.get("content_hash") == h or self._strength_earned(c.record, old):
-                same.append((c, old["content_hash"]))  # the version its history must hold
+            stored = existing.get(c.doc_id, {})
+            if stored.get("content_hash") == h or self._strength_earned(c.record, stored):
+                same.append((c, stored["content_hash"]))  # the version its history must hold
             else:
                 todo.append((c, h))
         report.unchanged += len(same)
