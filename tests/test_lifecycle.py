@@ -318,7 +318,7 @@ def test_an_update_that_changes_nothing_is_a_noop(kemem) -> None:
     assert kemem.update("u1", {"place": None}, **A).event == "UPDATE"  # None clears a field
     after = kemem.get("u1", **A)
     assert after.place in (None, "") and str(after.created_at).startswith("2024-07-01")
-    # A cleared field stays updatable (it is stored as null).
+    # A cleared field stays updatable (it is removed).
     assert kemem.update("u1", "木木去看了海", **A).event == "UPDATE"
     assert kemem.update("u1", {"place": "鼓浪屿"}, **A).memory.place == "鼓浪屿"
     kemem.add({"id": "k1", "entity_name": "木木", "entity_type": "主体", "kind": "用户属性",
@@ -326,6 +326,35 @@ def test_an_update_that_changes_nothing_is_a_noop(kemem) -> None:
               **A, kind="entities")  # fmt: skip
     assert kemem.update("k1", {"keyword": None}, **A, kind="entities").event == "UPDATE"
     assert kemem.update("k1", "木木非常喜欢海", **A, kind="entities").event == "UPDATE"
+
+
+@pytest.mark.engine
+def test_a_cleared_field_is_absent_and_the_memory_is_still_recalled(kemem) -> None:
+    """An update that clears ``place`` or ``scene`` removes the field (it was stored as null,
+    and every query that recalled the memory then failed building its hit). Documents stored
+    with null by an older version are read as empty."""
+    from kemem_es.store.layout import index_alias
+    from kemem_es.store.scope import Scope
+
+    kemem.init()
+    kemem.add({"id": "c1", "description": "木木和豆包去海边散步", "created_at": "2024-07-01",
+               "place": "厦门", "scene": "傍晚"}, **A, refresh=True)  # fmt: skip
+    assert kemem.update("c1", {"place": None}, **A).event == "UPDATE"
+    assert kemem.update("c1", {"scene": ""}, **A, refresh=True).event == "UPDATE"
+    scope = Scope.of(agent_id=A["agent_id"], user_id=A["user_id"])
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    raw = kemem.engine.client.get(index=alias, id=scope.doc_id("c1"), routing=scope.routing)
+    assert "place" not in raw["_source"] and "scene" not in raw["_source"]
+    # a null stored by an older version's update
+    nulls = {"doc": {"place": None, "scene": None}}
+    kemem.engine.client.update(
+        index=alias, id=scope.doc_id("c1"), routing=scope.routing, body=nulls, refresh=True
+    )
+    for degrade in (False, True):
+        resp = kemem.query("豆包去海边", **A, score_threshold=0, degrade=degrade)
+        (hit,) = [e for e in resp.memory_events if e.index == "c1"]
+        assert (hit.place, hit.scene) == ("", "")
+    assert kemem.update("c1", {"place": "鼓浪屿"}, **A).memory.place == "鼓浪屿"
 
 
 @pytest.mark.engine

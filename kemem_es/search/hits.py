@@ -19,19 +19,20 @@ def fmt_time(value: str | None) -> str:
 def event_hit(
     i: int, db: str, hit: dict[str, Any], score: float, signals: Signals | None, now: datetime
 ) -> EventHit:
+    """Empty where the source has null (a field an older version's update cleared) or nothing."""
     src = hit["_source"]
     out = EventHit(
         id=i,
         score=round(score, 4),
         index=str(src.get("id", hit["_id"])),
         db=db,
-        description=src.get("description", ""),
-        deepinsight=src.get("deepinsight", ""),
+        description=src.get("description") or "",
+        deepinsight=src.get("deepinsight") or "",
         updatetime=fmt_time(src.get("updatetime")),
         created_at=fmt_time(src.get("created_at")),
-        place=src.get("place", ""),
-        scene=src.get("scene", ""),
-        keyword=src.get("keywords", []),
+        place=src.get("place") or "",
+        scene=src.get("scene") or "",
+        keyword=src.get("keywords") or [],
         signals=signals,
     )
     out.log = event_log(out, now)
@@ -46,16 +47,16 @@ def entity_hit(i: int, hit: dict[str, Any], score: float, words: Sequence[Search
     matched = matched_words(src, words, list(dict.fromkeys(fields)))
     out = EntityHit(
         id=i,
-        kind=src.get("kind", ""),
+        kind=src.get("kind") or "",
         score=round(score, 4),
         index={"index": str(src.get("id", hit["_id"]))},
         db=src.get("db", "user"),
-        entity_name=src.get("entity_name", ""),
-        entity_type=src.get("entity_type", ""),
-        description=src.get("description", ""),
+        entity_name=src.get("entity_name") or "",
+        entity_type=src.get("entity_type") or "",
+        description=src.get("description") or "",
         updatetime=fmt_time(src.get("updatetime")),
         matched_keywords=matched,
-        keyword=src.get("keyword", ""),
+        keyword=src.get("keyword") or "",
         tier=tier.rank,
     )
     out.log = entity_log(out)

@@ -68,7 +68,12 @@ LISTING_SORT = [
 ]
 DELETE_PASSES = 5  # delete_all: again while memories are added meanwhile, this many times at most
 # Top-level fields replaced whole; fixed source (compiled once), the values only in params.
-PATCH_SCRIPT = "ctx._source.putAll(params.doc)"
+# Given fields replace their values whole; a null one is removed (a cleared field is absent, as
+# in a memory written without it). Values come in params only, never in the source.
+PATCH_SCRIPT = (
+    "for (e in params.doc.entrySet()) { if (e.getValue() == null) "
+    "{ ctx._source.remove(e.getKey()) } else { ctx._source.put(e.getKey(), e.getValue()) } }"
+)
 
 
 @dataclass(frozen=True)
