@@ -505,6 +505,52 @@ def test_cleanup_deletes_exactly_the_weakest_fifth_of_that_user(kemem) -> None:
     assert kemem.count(**A) == 40
 
 
+@pytest.mark.engine
+def test_cleanup_keeps_a_memory_updated_after_it_was_chosen(kemem, monkeypatch) -> None:
+    """The clean-up lists the weakest memories, then deletes them: a memory the user restated
+    in between (now strength 500) is not deleted for what it was, and no DELETE entry claims
+    its old text. ``delete_all`` deletes such a memory as it is now."""
+    from kemem_es.memory import cleanup as cleaning
+
+    kemem.init()
+    rows = [
+        {**A, "id": f"w{i}", "description": f"木木的第{i}条记忆", "created_at": "2025-01-01",
+         "strength": 0.0 if i < 2 else 100.0}
+        for i in range(10)
+    ]  # fmt: skip
+    kemem.index_records(rows, "events")
+    listed = cleaning._weakest
+
+    def listed_then_restated(engine, scope, n):
+        out = listed(engine, scope, n)
+        kemem.update("w0", {"description": "木木又说了一遍：她最爱外婆家", "strength": 500}, **A)
+        return out
+
+    monkeypatch.setattr(cleaning, "_weakest", listed_then_restated)
+    (rep,) = kemem.cleanup(**A, cap=8, ratio=0.2, interval_days=0, inactive_days=10_000, now=NOW)
+    assert (rep.to_delete, rep.deleted) == (2, 1)
+    assert kemem.get("w0", **A).strength == 500
+    assert [e.event for e in kemem.history("w0", **A)] == ["ADD", "UPDATE"]
+    assert kemem.history("w1", **A)[-1].event == "DELETE"
+
+    from kemem_es.store.crud import Crud
+
+    monkeypatch.setattr(cleaning, "_weakest", listed)
+    real_sources = Crud.delete_sources
+    raced: list[int] = []
+
+    def restated_before_the_delete(self, scope, rows, *args, **kw):
+        if not raced:
+            raced.append(1)
+            kemem.update("w5", {"description": "木木第五条，改过了"}, **A)
+        return real_sources(self, scope, rows, *args, **kw)
+
+    monkeypatch.setattr(Crud, "delete_sources", restated_before_the_delete)
+    assert kemem.delete_all(**A) == 9
+    (*_, deleted) = kemem.history("w5", **A)
+    assert (deleted.event, deleted.old_text) == ("DELETE", "木木第五条，改过了")
+
+
 # -- hooks ----------------------------------------------------------------------------------
 @pytest.mark.engine
 def test_hooks_transform_reject_and_rerank(kemem) -> None:

@@ -27,8 +27,7 @@ from kemem_es.config import Settings
 from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.strength import parse_instant, state_id, utc_iso
-from kemem_es.models import MemoryKind
-from kemem_es.store.crud import Crud
+from kemem_es.store.crud import Crud, Stored
 from kemem_es.store.layout import (
     HEAVY_FIELDS,
     KINDS,
@@ -158,11 +157,12 @@ def _last_written(engine: Engine, scope: Scope) -> datetime | None:
     return parse_instant(newest)
 
 
-def _weakest(engine: Engine, scope: Scope, n: int) -> list[tuple[MemoryKind, dict[str, Any]]]:
-    """The n weakest memories of a scope across events and entities, with their kind."""
+def _weakest(engine: Engine, scope: Scope, n: int) -> list[Stored]:
+    """The n weakest memories of a scope across events and entities, each with its kind and
+    the version it was chosen at (deleted only if still that one)."""
     prefix = engine.settings.index_prefix
     indices = ",".join(index_alias(prefix, "user", k) for k in ("events", "entities"))
-    out: list[tuple[MemoryKind, dict[str, Any]]] = []
+    out: list[Stored] = []
     after = None
     while len(out) < n:
         body: dict[str, Any] = {
@@ -171,13 +171,14 @@ def _weakest(engine: Engine, scope: Scope, n: int) -> list[tuple[MemoryKind, dic
             "sort": WEAKEST_FIRST,
             "_source": {"excludes": HEAVY_FIELDS},
             "track_total_hits": False,
+            "seq_no_primary_term": True,
         }
         if after:
             body["search_after"] = after
         hits = engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
         if not hits:
             break
-        out += [(kind_of_index(h["_index"]), h["_source"]) for h in hits]
+        out += [Stored.listed(kind_of_index(h["_index"]), h) for h in hits]
         after = hits[-1]["sort"]
     return out
 
@@ -218,7 +219,7 @@ def cleanup(
             if n <= 0:
                 continue
             victims = _weakest(engine, scope, n)
-            rep.preview = [str(v.get("id")) for _, v in victims[:10]]
+            rep.preview = [v.memory_id for v in victims[:10]]
             if dry_run:
                 continue
             rep.deleted = len(crud.delete_sources(scope, victims, "cleanup", reason=reason))

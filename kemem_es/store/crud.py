@@ -89,6 +89,11 @@ class Stored:
     def memory_id(self) -> str:
         return str(self.source.get("id", ""))
 
+    @classmethod
+    def listed(cls, kind: MemoryKind, hit: dict[str, Any]) -> Stored:
+        """A search hit of a query with ``seq_no_primary_term``: the version it was listed at."""
+        return cls(kind, hit["_source"], hit["_seq_no"], hit["_primary_term"])
+
 
 def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
     return KINDS if kind is None else (checked_kind(kind),)
@@ -390,8 +395,7 @@ class Crud:
         of the scope's whole history of that kind, or with filters, of exactly the memories
         deleted here: those that still exist keep theirs."""
         deleted: list[str] = []
-        for kind_, batch in self._pages_to_delete(scope, filters, kind):
-            rows = [(kind_, src) for src in batch]
+        for rows in self._pages_to_delete(scope, filters, kind):
             deleted += self.delete_sources(scope, rows, actor, keep_text_in_history)
         if not keep_text_in_history:
             self._forget_history(scope, kind, deleted if filters else None)
@@ -409,24 +413,26 @@ class Crud:
     def delete_sources(
         self,
         scope: Scope,
-        rows: Sequence[tuple[MemoryKind, dict[str, Any]]],
+        rows: Sequence[Stored],
         actor: str,
         keep_text: bool = True,
         reason: str | None = None,
     ) -> list[str]:
-        """Delete these memories (as listed by a search) with a history entry each; returns the
-        engine ids of those this call deleted (one deleted meanwhile by someone else is not
-        counted twice)."""
+        """Delete these memories, each only if still the version listed, with a history entry
+        each; returns the engine ids of those this call deleted. One changed since it was
+        listed (a user's update, a recall) stays: the caller's choice was made on what it no
+        longer is. One deleted meanwhile by someone else is not counted twice."""
         if not rows:
             return []
         lines: list[dict[str, Any]] = []
         entries: list[dict[str, Any]] = []
-        for kind, src in rows:
-            mid = str(src.get("id", ""))
-            lines.append(self._action("delete", scope, kind, mid))
-            old = src if keep_text else None
+        for row in rows:
+            lines.append(self._action("delete", scope, row.kind, row.memory_id, row))
+            old = row.source if keep_text else None
             event: Action = "DELETE" if keep_text else "FORGET"
-            entries.append(history.entry(scope, mid, kind, event, actor, old=old, reason=reason))
+            entries.append(
+                history.entry(scope, row.memory_id, row.kind, event, actor, old=old, reason=reason)
+            )
         with shielded():  # the deletions and their history go together (see _bulk_one)
             with engine_errors("deleting memories"):
                 resp = self.engine.bulk(lines)
@@ -438,16 +444,18 @@ class Crud:
             if ok:
                 self.record_history(ok, f"recording history ({len(ok)} memories were deleted)")
         # Not deleted (a blocked index, a failing shard): an error, never a smaller count;
-        # a scope's forget then stops before it strips any history.
-        check_bulk(resp, f"deleting memories ({len(ok)} of {len(rows)} were deleted)")
+        # a scope's forget then stops before it strips any history. Changed since listed: kept.
+        failed = [i for i in resp["items"] if i["delete"].get("status") != 409]
+        check_bulk({"items": failed}, f"deleting memories ({len(ok)} of {len(rows)} were deleted)")
         return [e["uid"] for e in ok]
 
     def _pages_to_delete(
         self, scope: Scope, filters: Mapping[str, Any] | None, kind: MemoryKind | None
-    ) -> Iterator[tuple[MemoryKind, list[dict[str, Any]]]]:
+    ) -> Iterator[list[Stored]]:
         """The matching memories, paged by engine id: the one sort key no write changes (by
         updatetime, a memory updated meanwhile moved ahead of the cursor and survived). Then
-        again while a pass finds any (added meanwhile), ``DELETE_PASSES`` times at most."""
+        again while a pass finds any (added meanwhile, or changed after it was listed: deleted
+        as it is now, so its history holds what was deleted), ``DELETE_PASSES`` times at most."""
         for k in _kinds(kind):
             body: dict[str, Any] = {
                 "size": DELETE_PAGE,
@@ -455,6 +463,7 @@ class Crud:
                 "sort": [{UID_FIELD: {"order": "asc"}}],
                 "_source": {"excludes": HEAVY_FIELDS},
                 "track_total_hits": False,
+                "seq_no_primary_term": True,
             }
             for _ in range(DELETE_PASSES):
                 with engine_errors("refreshing"):
@@ -465,7 +474,7 @@ class Crud:
                     hits = self._live_page(self.alias(scope, k), page, scope)
                     if hits:
                         found = True
-                        yield k, [h["_source"] for h in hits]
+                        yield [Stored.listed(k, h) for h in hits]
                     if len(hits) < DELETE_PAGE:
                         break
                     page = body | {"search_after": hits[-1]["sort"]}
