@@ -120,3 +120,39 @@ def test_an_index_from_before_vector_codes_gets_them_in_place(kemem) -> None:
     assert float(vector_code.decode(after["m0"][0]) @ vec) == pytest.approx(1.0, abs=2e-3)
     assert fill_vector_codes(kemem.engine, kemem.embedder.dim) == []  # re-running: nothing
     assert kemem.get("m0", user_id="u1", agent_id="qiyu").text == "旧的记忆：去年夏天在海边"
+
+
+def test_v1_memories_the_current_rules_refuse_are_listed_and_the_rest_stay_updatable(
+    kemem,
+) -> None:
+    """Version 1 stored empty fields as "" and took metadata the current rules refuse: such a
+    memory copied as it was could never be updated. It is listed (naming the field) and stays
+    in the old index; the empty fields of the others are left out."""
+    alias = _v1_index(kemem, "user", "events")
+    for db, kind in (("official", "events"), ("user", "entities"), ("official", "entities")):
+        _v1_index(kemem, db, kind)
+    t = "2024-01-01T10:00:00"
+    vec = kemem.embedder.embed_one("旧的记忆").tolist()
+    base = {"agent_id": "qiyu", "user_id": "u1", "db": "user", "created_at": t,
+            "description": "旧的记忆", "place": "", "scene": "", "vector": vec}  # fmt: skip
+    docs = {
+        "ok": {},
+        "nested": {"metadata": {"nested": {"a": 1}}},
+        "dotted": {"metadata": {"a.b": "x"}},
+        "big": {"metadata": {"big": 2**60}},
+    }
+    lines = []
+    for mid, extra in docs.items():
+        lines += [{"index": {"_index": alias, "_id": mid}}, {**base, "id": mid, **extra}]
+    kemem.engine.bulk(lines, refresh=True)
+
+    (rep,) = [r for r in migrate(kemem.engine, kemem.embedder.dim) if r.alias == alias]
+    assert rep.copied == 1 and not rep.dropped_old
+    skipped = dict(s.split(": ", 1) for s in rep.skipped)
+    assert set(skipped) == {"nested", "dotted", "big"}
+    assert "metadata" in skipped["nested"] and "a.b" in skipped["dotted"]
+    assert "2^53" in skipped["big"] and "old index" in skipped["big"]
+    updated = kemem.update("ok", {"place": "家"}, user_id="u1", agent_id="qiyu", refresh=True)
+    assert (updated.memory.place, updated.memory.scene) == ("家", "")
+    hits = kemem.query("旧的记忆", user_id="u1", agent_id="qiyu", score_threshold=0)
+    assert [h.index for h in hits.memory_events] == ["ok"]

@@ -10,9 +10,11 @@ Two older layouts are copied:
 
 Each document goes into a new index under its scoped id and routing, then the alias moves in
 one atomic step; the old index is kept (``drop_old`` deletes it) so nothing is lost if anything
-is wrong. Documents that break the scope rule (an official memory with a user, a user memory
-without one: possible under version 1) are not copied; they are counted and stay in the old
-index.
+is wrong. Documents the current rules refuse are not copied; they are listed with the field and
+reason and stay in the old index: the scope rule (an official memory with a user, a user memory
+without one), and what version 1 accepted in metadata (nested objects, dotted keys, integers
+past 2^53), which every later update of the memory would refuse. Empty optional fields (version
+1 stored ``""``) are left out, as a current write leaves them out.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemem_es.engine.client import Engine, engine_errors
-from kemem_es.errors import KememError
+from kemem_es.errors import InvalidInput, KememError
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
-from kemem_es.store.documents import meta_entries, vector_fields
+from kemem_es.store.documents import OPTIONAL_TERMS, meta_entries, to_record_data, vector_fields
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
@@ -44,6 +46,7 @@ from kemem_es.store.templates import (
     memory_index_body,
     put_template,
 )
+from kemem_es.store.validation import validate_items
 
 OLD_VERSION = 1
 PAGE = 500
@@ -99,10 +102,17 @@ def _scan(engine: Engine, index: str, key: str) -> Iterator[list[dict[str, Any]]
 def _convert(
     db: Database, kind: MemoryKind, source: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(bulk action meta without the index, document) of one memory in the current layout."""
+    """(bulk action meta without the index, document) of one memory in the current layout;
+    InvalidInput (naming the field) for one the current rules refuse."""
     scope = scope_of_source(db, source)
-    doc = dict(source)
+    doc = {
+        k: v for k, v in source.items() if v is not None and not (k in OPTIONAL_TERMS and v == "")
+    }
     memory_id = str(doc.get("id", ""))
+    _, problems = validate_items([("", to_record_data(doc, kind))], kind, db, None)
+    if problems:
+        why = "; ".join(p.removeprefix(": ") for p in problems)
+        raise InvalidInput(f"{why} (stays in the old index: correct it and import it again)")
     doc["db"] = db
     doc[UID_FIELD] = scope.doc_id(memory_id)
     doc["meta"] = meta_entries(doc.get("metadata") or {})
