@@ -38,6 +38,15 @@ def test_query_numbers_must_be_finite(options: dict) -> None:
         QueryParams(agent_id="a", user_id="u", **options)
 
 
+@pytest.mark.parametrize("days", [1e308, 1e16, 36_501])
+def test_half_life_is_at_most_a_century(days: float) -> None:
+    """1e308 days overflowed building the engine's duration (a 500, even with degrade); from
+    about 1e16 the engine refused the duration it was sent."""
+    with pytest.raises(ValidationError, match="half_life_days"):
+        QueryParams(agent_id="a", user_id="u", half_life_days=days)
+    assert QueryParams(agent_id="a", user_id="u", half_life_days=36_500).half_life_days == 36_500
+
+
 @pytest.mark.parametrize(
     ("now", "message"),
     [

@@ -130,7 +130,9 @@ class QueryParams(BaseModel):
     )
     latin_vec_floor: float = Field(0.45, ge=-1, lt=1, description="latin script: cosine scored 0")
     latin_vec_ceil: float = Field(0.63, gt=-1, le=1, description="latin script: cosine scored 1")
-    half_life_days: float = Field(365.0, gt=0)
+    half_life_days: float = Field(
+        365.0, gt=0, le=36_500, description="time decay's half-life (at most 100 years)"
+    )
     bm25_k: float = Field(4.0, gt=0, description="bm25 mode only: bm25 / (bm25 + k)")
     # vec = (cos - floor) / (ceil - floor): m3e-small's cosines cluster in 0.6-0.75 for unrelated
     # text and reach ~0.85 for a paraphrase; the span (0.18) places "unrelated" near 0 and "same
