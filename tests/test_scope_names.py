@@ -39,6 +39,19 @@ class FakeEngine:
         }
 
 
+def concrete(name: str, description: str) -> EntityRecord:
+    """A concrete entity of user u of agent a."""
+    return EntityRecord(
+        agent_id="a",
+        user_id="u",
+        entity_name=name,
+        entity_type="具体实体",
+        kind="特殊实体属性",
+        description=description,
+        updatetime="2025-01-01",
+    )
+
+
 def test_a_users_names_join_the_agents_official_ones_and_are_cached() -> None:
     engine = FakeEngine({
         ("user", "qiyu", "u1"): {"user": ["木木"], "agent": ["祁煜"], "entity": ["豆包", "x"]},
@@ -68,15 +81,7 @@ def test_names_written_by_this_process_count_at_once() -> None:
     names = ScopeNames(engine)  # type: ignore[arg-type]
     scope = Scope.of(agent_id="a", user_id="u")
     assert not names.visible(scope).words
-    dog = EntityRecord(
-        agent_id="a",
-        user_id="u",
-        entity_name="豆包",
-        entity_type="具体实体",
-        kind="特殊实体属性",
-        description="豆包是柯基",
-        updatetime="2025-01-01",
-    )
+    dog = concrete("豆包", "豆包是柯基")
     generic = dog.model_copy(update={"entity_name": "柯基犬", "entity_type": "泛化实体"})
     names.note(scope, [dog, generic])
     assert names.visible(scope).words == {"豆包"}  # a generic entity is a kind, not a name
@@ -110,16 +115,7 @@ def test_expired_names_are_renewed_in_the_background_and_a_failure_keeps_them() 
     engine.table[("user", "a", "u")] = {"user": ["木木"], "entity": ["豆包"]}
     for _ in range(5):  # expired: answered at once, with one renewal under way
         assert names.of(scope) is first
-    dog = EntityRecord(
-        agent_id="a",
-        user_id="u",
-        entity_name="阿杰",
-        entity_type="具体实体",
-        kind="特殊实体属性",
-        description="阿杰是朋友",
-        updatetime="2025-01-01",
-    )
-    names.note(scope, [dog])  # written while the renewal reads
+    names.note(scope, [concrete("阿杰", "阿杰是朋友")])  # written while the renewal reads
     gate.set()
     deadline = time.monotonic() + 5
     while names.of(scope).words == {"木木", "阿杰"} or names.of(scope) is first:
