@@ -517,6 +517,30 @@ def test_the_readme_examples_clear_the_default_threshold(demo, text, user, agent
     assert want in got
 
 
+def scored(resp) -> list[tuple[str, float]]:
+    return [(e.index, e.score) for e in resp.memory_events]
+
+
+def test_how_many_entities_are_shown_never_changes_the_events(demo) -> None:
+    """``entity_limit`` (``limit`` when unset) is how many entities are shown; the entity
+    bridge ranks its own window, so 「我那只狗」 still searches 豆包 when none is shown (it
+    recalled nothing then), and limit=1's event is the first of limit=5's."""
+    text = "我那只狗最近好像胖了"
+    for user, agent in (("u_xiaoman", "lishen"), ("u_mumu", "qiyu")):
+        scope = {"user_id": user, "agent_id": agent}
+        full = demo.query(text, **scope)
+        assert full.additional_info.entity_words
+        for shown in (0, 1):
+            resp = demo.query(text, **scope, entity_limit=shown)
+            assert len(resp.memory_entities) == min(shown, len(full.memory_entities))
+            assert resp.additional_info.entity_words == full.additional_info.entity_words
+            assert scored(resp) == scored(full)
+        one = demo.query(text, **scope, limit=1)
+        assert scored(one) == scored(full)[:1]
+    hidden = demo.query(text, user_id="u_xiaoman", agent_id="lishen", entity_limit=0)
+    assert "ev-u_xiaoman-lishen-0037" in [e.index for e in hidden.memory_events]
+
+
 def test_hot_pot_ranks_the_hot_pot_night_first_and_small_talk_recalls_nothing(demo) -> None:
     top = demo.query("小雨又想吃火锅了", user_id="u_mumu", agent_id="qiyu").memory_events
     assert top[0].index == "ev-u_mumu-qiyu-0008"

@@ -103,7 +103,11 @@ class QueryParams(BaseModel):
     user_id: str = Field(min_length=1)
     limit: int = Field(5, ge=1, le=100)
     entity_limit: int | None = Field(
-        None, ge=0, le=100, description="entities returned at most (None: the same as limit)"
+        None,
+        ge=0,
+        le=100,
+        description="entities returned at most (None: the same as limit); the events do not "
+        "depend on it (the entity bridge ranks its own window)",
     )
     bridge_threshold: float = Field(
         0.35, ge=0, le=1, description="entity evidence that makes its name an event search word"
