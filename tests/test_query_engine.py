@@ -211,6 +211,25 @@ def test_excluded_ids_never_come_back(km) -> None:
     assert got and not {"kw-only", "vec-only"} & set(got)
 
 
+def test_excluded_ids_leave_out_only_the_users_events(km) -> None:
+    """exclude_ids name the user's events the prompt already shows (docs/SPEC.md §2): an id is
+    unique only within its index, so the agent's official event and the user's entity that
+    share one stay."""
+    km.index_records(
+        [ev("kw-only", "祁煜说失眠的时候可以听海浪声。", "2025-01-01 10:00:00", user=None)],
+        "events",
+        "official",
+    )
+    same_id = ent(
+        "kw-only", "木木", "客体", "用户属性", "失眠", "木木最近失眠", "2025-05-01 10:00:00"
+    )
+    km.index_records([same_id], "entities", "user")
+    resp = q(km, "最近总是失眠，晚上睡不着", exclude_ids=["kw-only"], entity_threshold=0.0)
+    events = {(e.db, e.index) for e in resp.memory_events}
+    assert ("user", "kw-only") not in events and ("official", "kw-only") in events
+    assert "kw-only" in [e.index["index"] for e in resp.memory_entities]
+
+
 def test_official_memories_reach_every_user_of_the_agent(km) -> None:
     for user in (U1, U2, "someone-new"):
         assert "persona-1" in ids(q(km, "海边写生看日落", user=user))

@@ -198,7 +198,13 @@ class QueryParams(BaseModel):
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
     now: Time | None = None  # the records' time rule: a date string or datetime, no bare number
-    exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE_IDS)
+    exclude_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDE_IDS,
+        description="ids (each event hit's index) of the user's events the prompt already shows "
+        "(the overview timeline), left out of the answer; the agent's official events and the "
+        "entities are never left out by them (an id is unique only within its index)",
+    )
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )

@@ -133,8 +133,6 @@ def entity_body(
         bonus = params.entity_weights.name / params.entity_weights.kw
         name_match = {"terms": {"entity_name_tok": named}}
         query["should"].append({"constant_score": {"filter": name_match, "boost": bonus}})
-    if params.exclude_ids:
-        query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
     # kw × coverage straight from the bool query (its boost): no per-document script.
     query["boost"] = params.entity_weights.kw
     window = entity_window(params)

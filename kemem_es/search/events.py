@@ -77,9 +77,11 @@ def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:
     return scope_filters(db, params.agent_id, params.user_id) + compile_filters(params.filters)
 
 
-def exclusion(params: QueryParams) -> list[dict[str, Any]]:
-    """Memories already shown (the caller's ids, as returned in each hit's ``index``)."""
-    return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids else []
+def exclusion(db: Database, params: QueryParams) -> list[dict[str, Any]]:
+    """The user's events the prompt already shows (docs/SPEC.md §2: the overview timeline), by
+    the ids returned in each hit's ``index``. Only in the user's database: an id is unique
+    within its index, so the agent's official event with the same id is another memory."""
+    return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids and db == "user" else []
 
 
 def vec_scale(params: QueryParams, entity: bool = False) -> tuple[float, float]:
@@ -194,8 +196,8 @@ def candidate_query(
         "filter": request_filters(db, params),
         "should": list(clauses),
     }
-    if params.exclude_ids:
-        query["must_not"] = exclusion(params)
+    if excluded := exclusion(db, params):
+        query["must_not"] = excluded
     if require_keyword:
         query["minimum_should_match"] = 1
     return {"bool": query}
@@ -222,8 +224,8 @@ def window_query(
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
         window += params.ann_k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
-    if params.exclude_ids:
-        query["must_not"] = exclusion(params)
+    if excluded := exclusion(db, params):
+        query["must_not"] = excluded
     return {"bool": query}, max(window, params.limit)
 
 
