@@ -70,6 +70,8 @@ class EntityWeights(BaseModel):
 
 
 _TEXT = {"type": "string"}
+# A chat message's content: its text, null (a tool call), or parts whose text parts are read.
+_CONTENT = {"anyOf": [_TEXT, {"type": "null"}, {"type": "array", "items": {"type": "object"}}]}
 # What ``context`` accepts, for the request schema (OpenAPI): the validator turns a list of turns
 # into the lines the field holds, so the field stays a string for every reader.
 CONTEXT_INPUT: dict[str, Any] = {
@@ -82,8 +84,8 @@ CONTEXT_INPUT: dict[str, Any] = {
                     _TEXT,
                     {
                         "type": "object",
-                        "properties": {k: _TEXT for k in ("role", "speaker", "name")}
-                        | {k: _TEXT for k in ("content", "text")},
+                        "properties": {k: _TEXT for k in ("role", "speaker", "name", "text")}
+                        | {"content": _CONTENT},
                     },
                 ]
             },
@@ -212,8 +214,9 @@ class QueryParams(BaseModel):
         "",
         max_length=MAX_CONTEXT_CHARS,
         description="earlier turns, oldest first: one per line (speaker：text allowed), or a "
-        f"list of turns (strings or {{role|speaker, content|text}} objects); at most "
-        f"{MAX_CONTEXT_CHARS:,} characters as lines",
+        f"list of turns (strings or {{role|speaker, content|text}} objects: system, developer "
+        "and tool messages and a null content are left out, a content of parts gives its text "
+        f"parts); at most {MAX_CONTEXT_CHARS:,} characters as lines",
     )
     user_name: str | None = None
     agent_name: str | None = None
