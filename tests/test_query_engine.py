@@ -230,6 +230,17 @@ def test_excluded_ids_leave_out_only_the_users_events(km) -> None:
     assert "kw-only" in [e.index["index"] for e in resp.memory_entities]
 
 
+def test_the_approximate_path_returns_up_to_limit_memories(km) -> None:
+    """The ANN is asked for at least as many neighbours as the answer may hold: an utterance
+    without search words got at most ``ann_k`` memories, whatever the limit."""
+    opts = {"limit": 7, "prefilter": False, "ann_k": 2, "kw_window": 1}  # 6 + 1 in scope
+    approx = q(km, "那个", path="approx", **opts)
+    assert approx.additional_info.base_words == []
+    exact = q(km, "那个", path="exact", **opts)
+    assert len(exact.memory_events) > 3  # more than the ANN's 2 + 2 neighbours could hold
+    assert set(ids(approx)) == set(ids(exact))
+
+
 def test_official_memories_reach_every_user_of_the_agent(km) -> None:
     for user in (U1, U2, "someone-new"):
         assert "persona-1" in ids(q(km, "海边写生看日落", user=user))
