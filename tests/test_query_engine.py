@@ -571,6 +571,21 @@ def test_how_many_entities_are_shown_never_changes_the_events(demo) -> None:
     assert "ev-u_xiaoman-lishen-0037" in [e.index for e in hidden.memory_events]
 
 
+@pytest.mark.parametrize(
+    ("text", "user", "agent"),
+    [("猫", "u_mumu", "lishen"), ("室友失恋了，我们陪她吃了一晚上火锅", "u_chengcheng", "qiyu")],
+)
+def test_rrf_answers_for_a_smaller_limit_are_the_first_of_a_larger_one(
+    demo, text, user, agent
+) -> None:
+    """rrf fuses lists of one window whatever the limit: a memory past the 20th in one list
+    scored 0.49 at limit 3 and 0.81 at limit 20."""
+    scope = {"user_id": user, "agent_id": agent, "mode": "rrf", "score_threshold": 0.3}
+    big = scored(demo.query(text, **scope, limit=20))
+    for k in (1, 3, 5, 10):
+        assert scored(demo.query(text, **scope, limit=k)) == big[:k], k
+
+
 def test_hot_pot_ranks_the_hot_pot_night_first_and_small_talk_recalls_nothing(demo) -> None:
     top = demo.query("小雨又想吃火锅了", user_id="u_mumu", agent_id="qiyu").memory_events
     assert top[0].index == "ev-u_mumu-qiyu-0008"
