@@ -26,7 +26,7 @@ class Signals(BaseModel):
     anchor: float = Field(
         0.0,
         description="what closeness in meaning or time to a confident best hit added (anchor "
-        "feedback)",
+        "feedback), after the cap at that best hit's score",
     )
 
 
