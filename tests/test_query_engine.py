@@ -241,6 +241,22 @@ def test_the_approximate_path_returns_up_to_limit_memories(km) -> None:
     assert set(ids(approx)) == set(ids(exact))
 
 
+def test_every_answer_times_its_stages_under_documented_names(km) -> None:
+    """``检索耗时`` always has ``total`` (a degraded answer had none: ``{}``), and every key is
+    a stage name the contract lists (the small-talk skip's ``prefilter`` too)."""
+    from kemem_es import Kemem
+    from kemem_es.contract.response import STAGES
+
+    down = Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+    degraded = down.query("豆包最近怎么样", user_id=U1, agent_id=A, degrade=True)
+    assert degraded.additional_info.degraded
+    skipped = q(km, "你好")
+    assert skipped.additional_info.skipped == "small_talk"
+    for resp in (q(km, "最近总是失眠"), skipped, degraded):
+        timings = resp.additional_info.timings_ms
+        assert "total" in timings and set(timings) <= set(STAGES), timings
+
+
 def test_official_memories_reach_every_user_of_the_agent(km) -> None:
     for user in (U1, U2, "someone-new"):
         assert "persona-1" in ids(q(km, "海边写生看日落", user=user))

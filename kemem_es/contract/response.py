@@ -6,6 +6,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# The names ``检索耗时`` times its stages under (ms); every answer has ``total``.
+STAGES = (
+    "prefilter",
+    "tokenise",
+    "expand",
+    "embed",
+    "search_events",
+    "search_entities",
+    "assemble",
+    "total",
+)
+
 
 class Signals(BaseModel):
     """Each fused signal of one event hit (the explain option), as the score holds it: the
@@ -66,9 +78,11 @@ class AdditionalInfo(BaseModel):
     timings_ms: dict[str, float] = Field(
         alias="检索耗时",
         description=(
-            "ms per stage: tokenise, expand, embed, search_events (the round trip that "
+            "ms per stage (STAGES), those the answer went through: prefilter (a small-talk "
+            "answer's only stage), tokenise, expand, embed, search_events (the round trip that "
             "searches events and entities together, and a second event search when entity "
-            "names bridge), search_entities (scoring them), assemble, total"
+            "names bridge), search_entities (scoring them), assemble; and total, in every "
+            "answer (a degraded one: the time until it gave up)"
         ),
     )
     query: str
