@@ -257,6 +257,25 @@ def test_every_answer_times_its_stages_under_documented_names(km) -> None:
         assert "total" in timings and set(timings) <= set(STAGES), timings
 
 
+def test_time_order_among_equal_entities_compares_instants(kemem) -> None:
+    """Newer first within a tier (docs/SPEC.md §2 step 6) is by the instant: 10:00+08:00 is
+    02:00Z, before 05:00Z, though its wall clock reads later; a naive time is UTC."""
+    kemem.init()
+    when = {
+        "older_bj": "2025-05-01T10:00:00+08:00",
+        "newer_utc": "2025-05-01T05:00:00+00:00",
+        "oldest_naive": "2025-04-30 12:00:00",
+    }
+    same = [
+        ent(i, "木木", "客体", "用户属性", "爱好", "木木喜欢在海边画水彩", t)
+        for i, t in when.items()
+    ]
+    kemem.index_records(same, "entities", "user")
+    got = q(kemem, "木木喜欢画水彩吗", entity_threshold=0.0).memory_entities
+    assert len({e.score for e in got}) == 1
+    assert [e.index["index"] for e in got] == ["newer_utc", "older_bj", "oldest_naive"]
+
+
 def test_official_memories_reach_every_user_of_the_agent(km) -> None:
     for user in (U1, U2, "someone-new"):
         assert "persona-1" in ids(q(km, "海边写生看日落", user=user))

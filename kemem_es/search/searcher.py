@@ -29,7 +29,7 @@ from kemem_es.search.clauses import (
 from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, shown_limit
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
-from kemem_es.search.hits import entity_hit, event_hit
+from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
@@ -47,16 +47,6 @@ EXACT_MAX_DOCS = 2_000
 COUNT_TTL_S = 60.0
 # an event answer: (database, engine hit, calibrated score, signals when explained)
 EventResult = tuple[Database, dict[str, Any], float, Signals | None]
-
-
-def _ts(value: str | None) -> float:
-    """An ISO-ish time as a sortable number (0 when missing)."""
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace(" ", "T")[:19]).timestamp()
-    except ValueError:
-        return 0.0
 
 
 def shown_entities(
@@ -297,7 +287,7 @@ class Searcher:
             key=lambda hs: (
                 TIER_OF_KIND[hs[0]["_source"]["kind"]].rank,
                 -round(hs[1], 4),
-                -_ts(hs[0]["_source"].get("updatetime")),
+                -instant(hs[0]["_source"].get("updatetime")),
             )
         )
         return scored
