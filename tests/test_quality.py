@@ -588,6 +588,30 @@ def test_a_topic_six_turns_back_still_weighs_in(tok) -> None:
     assert now["放风筝"] == pytest.approx(tfidf * 0.7**6, rel=1e-6)
 
 
+def test_context_trimmed_only_when_earlier_turns_were_dropped() -> None:
+    """A long utterance alone keeps its end for the model, but no turn was dropped: the flag
+    said "older turns dropped" for a 300-character message sent without context."""
+    import numpy as np
+
+    from kemem_es.search.query_text import EMBED_MAX_CHARS, QueryText
+    from kemem_es.text.dialogue import Turn
+
+    class Emb:
+        def embed(self, texts):
+            return np.ones((len(texts), 2))
+
+        def embed_one(self, text):
+            return np.ones(2)
+
+    s = QueryText(embedder=Emb(), tokenizer=None, expander=None)
+    p = QueryParams(agent_id="a", user_id="u", sentence_weight=0)
+    long = "嗯" * (EMBED_MAX_CHARS + 50)
+    assert s.query_vector(long, [], p)[1] is False
+    assert dialogue_window(long, [], 100) == ("嗯" * 100, False)
+    assert s.query_vector(long, [Turn("A", "前一句")], p)[1] is True  # that turn did not fit
+    assert s.query_vector("短的一句", [Turn("A", "前一句")], p)[1] is False
+
+
 def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
     import numpy as np
 

@@ -105,7 +105,9 @@ class AdditionalInfo(BaseModel):
         default_factory=list, description="names of entities the utterance is about, searched"
     )
     context_trimmed: bool = Field(
-        False, description="the dialogue was longer than the model reads: older turns dropped"
+        False,
+        description="the dialogue was longer than the model reads: earlier turns were dropped "
+        "(false when only the utterance, too long alone, was cut to its end)",
     )
     degraded: bool | None = Field(
         None,

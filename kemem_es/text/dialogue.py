@@ -154,8 +154,8 @@ def dialogue_window(
 ) -> tuple[str, bool]:
     """Earlier turns (oldest first) then the utterance, cut **from the start** to at most
     ``budget`` (measured by ``length``: the model's tokens, or characters) at a turn boundary
-    when possible: the newest turns are the ones kept. Returns the text and whether anything
-    was cut."""
+    when possible: the newest turns are the ones kept. Returns the text and whether earlier
+    turns were dropped (an utterance too long alone keeps its end; that drops no turn)."""
     parts = [utterance.strip()]
     used = length(parts[0])
     cut = False
@@ -168,7 +168,6 @@ def dialogue_window(
         used += size + 1
     if used > budget:  # the utterance alone is too long: keep its end
         parts = [parts[0][-budget:]]
-        cut = True
     return "\n".join(reversed(parts)), cut
 
 
