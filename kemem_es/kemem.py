@@ -31,6 +31,7 @@ from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
@@ -74,11 +75,12 @@ def with_session(
     )
 
 
-def _degraded(text: str, params: QueryParams, reason: str) -> QueryResponse:
-    """The empty-but-valid answer of a degraded query."""
+def _degraded(text: str, params: QueryParams, reason: str, clock: Stopwatch) -> QueryResponse:
+    """The empty-but-valid answer of a degraded query, with the time it took (``total``: the
+    longest answers, a deadline's, are the ones worth timing)."""
     info = AdditionalInfo(
-        timings_ms={}, query=text, tokens=[], base_words=[], expanded_words=[], mode=params.mode,
-        degraded=True, degraded_reason=reason,
+        timings_ms=clock.total(), query=text, tokens=[], base_words=[], expanded_words=[],
+        mode=params.mode, degraded=True, degraded_reason=reason,
     )  # fmt: skip
     return QueryResponse(additional_info=info)
 
@@ -211,15 +213,17 @@ class Kemem:
             params = QueryParams(user_id=user_id, agent_id=agent_id, **options)
         except ValidationError as exc:
             raise invalid_options(exc) from None
+        clock = Stopwatch()
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
+            clock = Stopwatch()
             with deadline(self.settings.query_timeout_s), engine_errors("searching"):
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
                 raise
             log.warning("query degraded: %s", type(exc).__name__)  # the text may quote input
-            return _degraded(text, params, str(exc))
+            return _degraded(text, params, str(exc), clock)
         if self.hooks.after_search:
             ctx = HookContext(agent_id, user_id, "user", query=text)
             resp = self.hooks.run_after_search(resp, ctx)

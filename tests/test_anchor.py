@@ -86,6 +86,9 @@ def test_no_memory_passes_the_anchor() -> None:
     ranked = [("user", hit("a", A), 0.70), ("user", hit("twin", twin), 0.58)]
     out = anchor.feedback(P, ranked)
     assert order(out) == ["a", "twin"] and out[1][2] == pytest.approx(0.70)
+    # the gain reported (explain's signals.anchor) is the one applied, after the cap: the
+    # signals add up to the score
+    assert out[1][3] == pytest.approx(0.70 - 0.58)
 
 
 def test_fused_bodies_return_the_window_with_codes() -> None:

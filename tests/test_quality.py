@@ -97,6 +97,38 @@ def test_context_may_be_a_list_of_turns() -> None:
             QueryParams(agent_id="a", user_id="u", context=bad)
 
 
+def test_chat_messages_keep_only_the_dialogue() -> None:
+    """A chat app's history as it keeps it: the system prompt (a persona, instructions) and
+    tool results are not dialogue, an assistant turn that only calls a tool (content null) says
+    nothing, and a multimodal turn says its text parts. Each of these refused the whole query,
+    or put the persona's words into the search."""
+    call = {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    parts = [
+        {"type": "text", "text": "我那只狗"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/dog.png"}},
+        {"type": "text", "text": "最近好像胖了"},
+    ]
+    chat = [
+        {"role": "system", "content": "你是黎深，一名心外科医生，常在医院值夜班。"},
+        {"role": "user", "content": "今天好累"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "晴，25度"},
+        {"role": "user", "content": parts},
+    ]
+    lines = "user：今天好累\nuser：我那只狗 最近好像胖了"
+    assert context_lines(chat) == lines
+    assert QueryParams(agent_id="a", user_id="u", context=chat).context == lines
+    malformed = (
+        [{"role": "user", "content": 5}],
+        [{"role": "user", "content": [{"type": "text", "text": 5}]}],
+        [{"role": "user", "content": ["我那只狗"]}],
+        [{"role": "assistant"}],
+    )
+    for bad in malformed:
+        with pytest.raises(ValidationError, match="context turn 0"):
+            QueryParams(agent_id="a", user_id="u", context=bad)
+
+
 def test_a_transcript_joined_on_one_line_is_split_into_its_turns() -> None:
     joined = "木木：周末我去海边放风筝了 祁煜：风大吗？ 木木：然后就回家了 祁煜：累不累？"
     turns = context_turns(joined, 8)
@@ -554,6 +586,30 @@ def test_a_topic_six_turns_back_still_weighs_in(tok) -> None:
     )[3]
     tfidf = next(w.weight for w in one if w.word == "放风筝")
     assert now["放风筝"] == pytest.approx(tfidf * 0.7**6, rel=1e-6)
+
+
+def test_context_trimmed_only_when_earlier_turns_were_dropped() -> None:
+    """A long utterance alone keeps its end for the model, but no turn was dropped: the flag
+    said "older turns dropped" for a 300-character message sent without context."""
+    import numpy as np
+
+    from kemem_es.search.query_text import EMBED_MAX_CHARS, QueryText
+    from kemem_es.text.dialogue import Turn
+
+    class Emb:
+        def embed(self, texts):
+            return np.ones((len(texts), 2))
+
+        def embed_one(self, text):
+            return np.ones(2)
+
+    s = QueryText(embedder=Emb(), tokenizer=None, expander=None)
+    p = QueryParams(agent_id="a", user_id="u", sentence_weight=0)
+    long = "嗯" * (EMBED_MAX_CHARS + 50)
+    assert s.query_vector(long, [], p)[1] is False
+    assert dialogue_window(long, [], 100) == ("嗯" * 100, False)
+    assert s.query_vector(long, [Turn("A", "前一句")], p)[1] is True  # that turn did not fit
+    assert s.query_vector("短的一句", [Turn("A", "前一句")], p)[1] is False
 
 
 def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:

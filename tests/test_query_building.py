@@ -13,7 +13,7 @@ from kemem_es.contract.params import QueryParams, Weights
 from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
-from kemem_es.search.entities import entity_body
+from kemem_es.search.entities import BRIDGE_WINDOW, entity_body
 from kemem_es.search.fusion import rrf_merge
 
 
@@ -191,8 +191,12 @@ def test_entity_recall_is_one_search_scored_by_evidence() -> None:
     assert "entity_name" in json.dumps(scoped[("特殊实体属性", "与其它实体的关系")])
     assert query["should"] and "dis_max" in query["should"][0]  # coverage is the evidence
     assert entity_body(params, []) is None
-    # the best `limit` by evidence; the searcher orders them by tier
-    assert body["size"] == params.limit
+    # the best by evidence: at least the bridge's window, whatever is shown; the searcher
+    # shows the best `entity_limit` of them, by tier
+    assert body["size"] == BRIDGE_WINDOW > params.limit
+    for shown in (0, 1, 30):
+        wide = entity_body(params.model_copy(update={"entity_limit": shown}), [SearchWord("画")])
+        assert wide["size"] == max(shown, BRIDGE_WINDOW)
 
 
 def test_an_entity_the_turn_names_gets_a_bonus_and_english_skips_the_cosine() -> None:

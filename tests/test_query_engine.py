@@ -211,6 +211,71 @@ def test_excluded_ids_never_come_back(km) -> None:
     assert got and not {"kw-only", "vec-only"} & set(got)
 
 
+def test_excluded_ids_leave_out_only_the_users_events(km) -> None:
+    """exclude_ids name the user's events the prompt already shows (docs/SPEC.md §2): an id is
+    unique only within its index, so the agent's official event and the user's entity that
+    share one stay."""
+    km.index_records(
+        [ev("kw-only", "祁煜说失眠的时候可以听海浪声。", "2025-01-01 10:00:00", user=None)],
+        "events",
+        "official",
+    )
+    same_id = ent(
+        "kw-only", "木木", "客体", "用户属性", "失眠", "木木最近失眠", "2025-05-01 10:00:00"
+    )
+    km.index_records([same_id], "entities", "user")
+    resp = q(km, "最近总是失眠，晚上睡不着", exclude_ids=["kw-only"], entity_threshold=0.0)
+    events = {(e.db, e.index) for e in resp.memory_events}
+    assert ("user", "kw-only") not in events and ("official", "kw-only") in events
+    assert "kw-only" in [e.index["index"] for e in resp.memory_entities]
+
+
+def test_the_approximate_path_returns_up_to_limit_memories(km) -> None:
+    """The ANN is asked for at least as many neighbours as the answer may hold: an utterance
+    without search words got at most ``ann_k`` memories, whatever the limit."""
+    opts = {"limit": 7, "prefilter": False, "ann_k": 2, "kw_window": 1}  # 6 + 1 in scope
+    approx = q(km, "那个", path="approx", **opts)
+    assert approx.additional_info.base_words == []
+    exact = q(km, "那个", path="exact", **opts)
+    assert len(exact.memory_events) > 3  # more than the ANN's 2 + 2 neighbours could hold
+    assert set(ids(approx)) == set(ids(exact))
+
+
+def test_every_answer_times_its_stages_under_documented_names(km) -> None:
+    """``检索耗时`` always has ``total`` (a degraded answer had none: ``{}``), and every key is
+    a stage name the contract lists (the small-talk skip's ``prefilter`` too)."""
+    from kemem_es import Kemem
+    from kemem_es.contract.response import STAGES
+
+    down = Kemem(es_url="http://127.0.0.1:9", index_prefix="unreachable")
+    degraded = down.query("豆包最近怎么样", user_id=U1, agent_id=A, degrade=True)
+    assert degraded.additional_info.degraded
+    skipped = q(km, "你好")
+    assert skipped.additional_info.skipped == "small_talk"
+    for resp in (q(km, "最近总是失眠"), skipped, degraded):
+        timings = resp.additional_info.timings_ms
+        assert "total" in timings and set(timings) <= set(STAGES), timings
+
+
+def test_time_order_among_equal_entities_compares_instants(kemem) -> None:
+    """Newer first within a tier (docs/SPEC.md §2 step 6) is by the instant: 10:00+08:00 is
+    02:00Z, before 05:00Z, though its wall clock reads later; a naive time is UTC."""
+    kemem.init()
+    when = {
+        "older_bj": "2025-05-01T10:00:00+08:00",
+        "newer_utc": "2025-05-01T05:00:00+00:00",
+        "oldest_naive": "2025-04-30 12:00:00",
+    }
+    same = [
+        ent(i, "木木", "客体", "用户属性", "爱好", "木木喜欢在海边画水彩", t)
+        for i, t in when.items()
+    ]
+    kemem.index_records(same, "entities", "user")
+    got = q(kemem, "木木喜欢画水彩吗", entity_threshold=0.0).memory_entities
+    assert len({e.score for e in got}) == 1
+    assert [e.index["index"] for e in got] == ["newer_utc", "older_bj", "oldest_naive"]
+
+
 def test_official_memories_reach_every_user_of_the_agent(km) -> None:
     for user in (U1, U2, "someone-new"):
         assert "persona-1" in ids(q(km, "海边写生看日落", user=user))
@@ -515,6 +580,45 @@ def test_the_readme_examples_clear_the_default_threshold(demo, text, user, agent
     the memory the README names is recalled (bench.demo_threshold prints the scores)."""
     got = [e.index for e in demo.query(text, user_id=user, agent_id=agent).memory_events]
     assert want in got
+
+
+def scored(resp) -> list[tuple[str, float]]:
+    return [(e.index, e.score) for e in resp.memory_events]
+
+
+def test_how_many_entities_are_shown_never_changes_the_events(demo) -> None:
+    """``entity_limit`` (``limit`` when unset) is how many entities are shown; the entity
+    bridge ranks its own window, so 「我那只狗」 still searches 豆包 when none is shown (it
+    recalled nothing then), and limit=1's event is the first of limit=5's."""
+    text = "我那只狗最近好像胖了"
+    for user, agent in (("u_xiaoman", "lishen"), ("u_mumu", "qiyu")):
+        scope = {"user_id": user, "agent_id": agent}
+        full = demo.query(text, **scope)
+        assert full.additional_info.entity_words
+        for shown in (0, 1):
+            resp = demo.query(text, **scope, entity_limit=shown)
+            assert len(resp.memory_entities) == min(shown, len(full.memory_entities))
+            assert resp.additional_info.entity_words == full.additional_info.entity_words
+            assert scored(resp) == scored(full)
+        one = demo.query(text, **scope, limit=1)
+        assert scored(one) == scored(full)[:1]
+    hidden = demo.query(text, user_id="u_xiaoman", agent_id="lishen", entity_limit=0)
+    assert "ev-u_xiaoman-lishen-0037" in [e.index for e in hidden.memory_events]
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "agent"),
+    [("猫", "u_mumu", "lishen"), ("室友失恋了，我们陪她吃了一晚上火锅", "u_chengcheng", "qiyu")],
+)
+def test_rrf_answers_for_a_smaller_limit_are_the_first_of_a_larger_one(
+    demo, text, user, agent
+) -> None:
+    """rrf fuses lists of one window whatever the limit: a memory past the 20th in one list
+    scored 0.49 at limit 3 and 0.81 at limit 20."""
+    scope = {"user_id": user, "agent_id": agent, "mode": "rrf", "score_threshold": 0.3}
+    big = scored(demo.query(text, **scope, limit=20))
+    for k in (1, 3, 5, 10):
+        assert scored(demo.query(text, **scope, limit=k)) == big[:k], k
 
 
 def test_hot_pot_ranks_the_hot_pot_night_first_and_small_talk_recalls_nothing(demo) -> None:

@@ -72,7 +72,9 @@ def query(
     ),
     threshold: float = typer.Option(0.5, "--threshold", help="0–1 on the fused score"),
     mode: str = typer.Option("fusion", "--mode", help="fusion | bm25 | vector | rrf | two_stage"),
-    exclude: list[str] = typer.Option([], "--exclude", help="event ids already shown (repeat)"),
+    exclude: list[str] = typer.Option(
+        [], "--exclude", help="ids of the user's events already shown (repeat)"
+    ),
     # a string: QueryParams checks it by the records' time rule (typer read 20250601 as 1970)
     now: str | None = typer.Option(None, "--now", help="fixed 'now' (default: the clock)"),
     user_name: str | None = typer.Option(None, "--user-name", help="never a search word"),

@@ -70,6 +70,8 @@ class EntityWeights(BaseModel):
 
 
 _TEXT = {"type": "string"}
+# A chat message's content: its text, null (a tool call), or parts whose text parts are read.
+_CONTENT = {"anyOf": [_TEXT, {"type": "null"}, {"type": "array", "items": {"type": "object"}}]}
 # What ``context`` accepts, for the request schema (OpenAPI): the validator turns a list of turns
 # into the lines the field holds, so the field stays a string for every reader.
 CONTEXT_INPUT: dict[str, Any] = {
@@ -82,8 +84,8 @@ CONTEXT_INPUT: dict[str, Any] = {
                     _TEXT,
                     {
                         "type": "object",
-                        "properties": {k: _TEXT for k in ("role", "speaker", "name")}
-                        | {k: _TEXT for k in ("content", "text")},
+                        "properties": {k: _TEXT for k in ("role", "speaker", "name", "text")}
+                        | {"content": _CONTENT},
                     },
                 ]
             },
@@ -103,7 +105,11 @@ class QueryParams(BaseModel):
     user_id: str = Field(min_length=1)
     limit: int = Field(5, ge=1, le=100)
     entity_limit: int | None = Field(
-        None, ge=0, le=100, description="entities returned at most (None: the same as limit)"
+        None,
+        ge=0,
+        le=100,
+        description="entities returned at most (None: the same as limit); the events do not "
+        "depend on it (the entity bridge ranks its own window)",
     )
     bridge_threshold: float = Field(
         0.35, ge=0, le=1, description="entity evidence that makes its name an event search word"
@@ -196,7 +202,13 @@ class QueryParams(BaseModel):
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
     now: Time | None = None  # the records' time rule: a date string or datetime, no bare number
-    exclude_ids: list[str] = Field(default_factory=list, max_length=MAX_EXCLUDE_IDS)
+    exclude_ids: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDE_IDS,
+        description="ids (each event hit's index) of the user's events the prompt already shows "
+        "(the overview timeline), left out of the answer; the agent's official events and the "
+        "entities are never left out by them (an id is unique only within its index)",
+    )
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )
@@ -204,8 +216,9 @@ class QueryParams(BaseModel):
         "",
         max_length=MAX_CONTEXT_CHARS,
         description="earlier turns, oldest first: one per line (speaker：text allowed), or a "
-        f"list of turns (strings or {{role|speaker, content|text}} objects); at most "
-        f"{MAX_CONTEXT_CHARS:,} characters as lines",
+        f"list of turns (strings or {{role|speaker, content|text}} objects: system, developer "
+        "and tool messages and a null content are left out, a content of parts gives its text "
+        f"parts); at most {MAX_CONTEXT_CHARS:,} characters as lines",
     )
     user_name: str | None = None
     agent_name: str | None = None

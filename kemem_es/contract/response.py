@@ -6,6 +6,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# The names ``检索耗时`` times its stages under (ms); every answer has ``total``.
+STAGES = (
+    "prefilter",
+    "tokenise",
+    "expand",
+    "embed",
+    "search_events",
+    "search_entities",
+    "assemble",
+    "total",
+)
+
 
 class Signals(BaseModel):
     """Each fused signal of one event hit (the explain option), as the score holds it: the
@@ -26,7 +38,7 @@ class Signals(BaseModel):
     anchor: float = Field(
         0.0,
         description="what closeness in meaning or time to a confident best hit added (anchor "
-        "feedback)",
+        "feedback), after the cap at that best hit's score",
     )
 
 
@@ -66,9 +78,11 @@ class AdditionalInfo(BaseModel):
     timings_ms: dict[str, float] = Field(
         alias="检索耗时",
         description=(
-            "ms per stage: tokenise, expand, embed, search_events (the round trip that "
+            "ms per stage (STAGES), those the answer went through: prefilter (a small-talk "
+            "answer's only stage), tokenise, expand, embed, search_events (the round trip that "
             "searches events and entities together, and a second event search when entity "
-            "names bridge), search_entities (scoring them), assemble, total"
+            "names bridge), search_entities (scoring them), assemble; and total, in every "
+            "answer (a degraded one: the time until it gave up)"
         ),
     )
     query: str
@@ -91,7 +105,9 @@ class AdditionalInfo(BaseModel):
         default_factory=list, description="names of entities the utterance is about, searched"
     )
     context_trimmed: bool = Field(
-        False, description="the dialogue was longer than the model reads: older turns dropped"
+        False,
+        description="the dialogue was longer than the model reads: earlier turns were dropped "
+        "(false when only the utterance, too long alone, was cut to its end)",
     )
     degraded: bool | None = Field(
         None,

@@ -108,8 +108,10 @@ def feedback(
 ) -> list[tuple[T, dict[str, Any], float, float]]:
     """``ranked`` (tag, engine hit, calibrated score), best first, with each hit's gain added
     to its score and the hits re-sorted: (tag, hit, score, gain). The anchor keeps its place and
-    score; no other hit's score passes the anchor's. Hits without a code or a time (written
-    before they existed) gain nothing by it; nothing changes when the anchor lacks both."""
+    score; no other hit's score passes the anchor's, and ``gain`` is what was applied after
+    that cap (explain's ``signals.anchor``: the signals add up to the score). Hits without a
+    code or a time (written before they existed) gain nothing by it; nothing changes when the
+    anchor lacks both."""
     out = [(tag, hit, score, 0.0) for tag, hit, score in ranked]
     if not active(params) or len(out) < 2 or out[0][2] - out[1][2] < params.anchor_gate:
         return out
@@ -136,6 +138,7 @@ def feedback(
         t = times[rank - 1] if h > 0 and rank <= len(times) else None
         if t is not None and when is not None:
             gain += params.contiguity_weight * 0.5 ** (abs(t - when) / h)
-        rest.append((tag, hit, min(score + gain, top), gain))
+        raised = min(score + gain, top)
+        rest.append((tag, hit, raised, raised - score))
     rest.sort(key=lambda r: -r[2])  # stable: equal scores keep the engine's order
     return [out[0], *rest]

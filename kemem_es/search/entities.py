@@ -6,8 +6,11 @@ for tier 3: clauses filtered to those tiers' kinds). Each candidate is scored by
 the evidence that it is about this utterance — keyword coverage of the query's weighted words
 over its keyword, name and description, plus the calibrated cosine of its vector (the entity
 name + description) — so an entity that only an expansion touches scores low and is dropped by
-``entity_threshold``. The caller orders survivors by tier (the prompt's order), then score, and
-keeps ``entity_limit``. A hit reports which search words matched it, read off its stored tokens.
+``entity_threshold``. The search returns a window of at least ``BRIDGE_WINDOW`` entities, whatever
+``entity_limit`` is: the entity bridge picks its names from that window, so how many entities
+the caller shows never changes the events. The caller shows the best ``entity_limit`` by
+evidence, ordered by tier (the prompt's order), then score. A hit reports which search words
+matched it, read off its stored tokens.
 """
 
 from __future__ import annotations
@@ -64,7 +67,20 @@ ENTITY_COVERAGE_FIELDS = {
 }
 ANN_CANDIDATES = 10
 RESCORE_WINDOW = 20
+# Entities every query ranks for the bridge (the default limit of 10 ranked that many before).
+BRIDGE_WINDOW = 10
 TIER_OF_KIND: dict[str, Tier] = {kind: tier for tier in TIERS for kind in tier.kinds}
+
+
+def shown_limit(params: QueryParams) -> int:
+    """How many entities the answer shows: ``entity_limit``, else ``limit``."""
+    return params.entity_limit if params.entity_limit is not None else params.limit
+
+
+def entity_window(params: QueryParams) -> int:
+    """How many entities the search returns: what is shown, and never fewer than the bridge
+    ranks, so that neither limit moves the events."""
+    return max(shown_limit(params), BRIDGE_WINDOW)
 
 
 def entity_body(
@@ -117,14 +133,12 @@ def entity_body(
         bonus = params.entity_weights.name / params.entity_weights.kw
         name_match = {"terms": {"entity_name_tok": named}}
         query["should"].append({"constant_score": {"filter": name_match, "boost": bonus}})
-    if params.exclude_ids:
-        query["must_not"] = [{"terms": {"id": params.exclude_ids}}]
     # kw × coverage straight from the bool query (its boost): no per-document script.
     query["boost"] = params.entity_weights.kw
-    limit = params.entity_limit if params.entity_limit is not None else params.limit
+    window = entity_window(params)
     body: dict[str, Any] = {
-        # the best ``limit`` by evidence; the caller orders them by tier
-        "size": max(limit, 1),
+        # the best by evidence: the bridge's candidates, and the caller's to show by tier
+        "size": window,
         "track_total_hits": False,
         "_source": {"excludes": SOURCE_EXCLUDES},
         "query": {"bool": query},
@@ -135,7 +149,7 @@ def entity_body(
         _, span = vec_scale(params, entity=True)
         vec_fn = engine.vector_function(VECTOR_FIELD, vector, params.entity_weights.vec / span)
         body["rescore"] = {
-            "window_size": max(2 * limit, RESCORE_WINDOW),
+            "window_size": max(2 * window, RESCORE_WINDOW),
             "query": {
                 "rescore_query": {
                     "function_score": {

@@ -77,9 +77,11 @@ def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:
     return scope_filters(db, params.agent_id, params.user_id) + compile_filters(params.filters)
 
 
-def exclusion(params: QueryParams) -> list[dict[str, Any]]:
-    """Memories already shown (the caller's ids, as returned in each hit's ``index``)."""
-    return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids else []
+def exclusion(db: Database, params: QueryParams) -> list[dict[str, Any]]:
+    """The user's events the prompt already shows (docs/SPEC.md §2: the overview timeline), by
+    the ids returned in each hit's ``index``. Only in the user's database: an id is unique
+    within its index, so the agent's official event with the same id is another memory."""
+    return [{"terms": {"id": params.exclude_ids}}] if params.exclude_ids and db == "user" else []
 
 
 def vec_scale(params: QueryParams, entity: bool = False) -> tuple[float, float]:
@@ -194,8 +196,8 @@ def candidate_query(
         "filter": request_filters(db, params),
         "should": list(clauses),
     }
-    if params.exclude_ids:
-        query["must_not"] = exclusion(params)
+    if excluded := exclusion(db, params):
+        query["must_not"] = excluded
     if require_keyword:
         query["minimum_should_match"] = 1
     return {"bool": query}
@@ -209,21 +211,25 @@ def window_query(
     vector: Sequence[float],
     use_ann: bool,
     ann_filtered: bool = True,
+    size: int = 0,
 ) -> tuple[dict[str, Any], int]:
     """Approximate path, first phase: the union of the ANN neighbours (boosted so that all of
     them sort first) and the best keyword matches. Returns the query and its window size.
+    The ANN gives at least ``size`` neighbours (the hits the request returns): with ``ann_k``
+    alone, an utterance without search words got at most 50 memories whatever the limit.
     ``ann_filtered=False``: the caller knows the scope is the whole index, so the ANN clause
     goes without its (then useless, but per-query costly) copy of the scope filter."""
     filters = request_filters(db, params)
     should = list(clauses)
     window = params.kw_window if clauses else 0
     if use_ann:
-        ann = engine.ann_query(VECTOR_FIELD, vector, params.ann_k, filters if ann_filtered else [])
+        k = max(params.ann_k, size, params.limit)
+        ann = engine.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
-        window += params.ann_k
+        window += k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
-    if params.exclude_ids:
-        query["must_not"] = exclusion(params)
+    if excluded := exclusion(db, params):
+        query["must_not"] = excluded
     return {"bool": query}, max(window, params.limit)
 
 
@@ -318,7 +324,9 @@ def event_body(
     }
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
-        first, window = window_query(engine, db, params, clauses, vector, use_ann, ann_filtered)
+        first, window = window_query(
+            engine, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
+        )
         # match_all in filter context: window docs that match no word still get scored.
         bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
         body["query"] = first

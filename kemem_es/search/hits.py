@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from kemem_es.contract.response import EntityHit, EventHit, Signals
@@ -13,7 +13,21 @@ from kemem_es.search.entities import TIER_OF_KIND
 
 
 def fmt_time(value: str | None) -> str:
+    """The response's time: the stored wall clock, ``YYYY-MM-DD HH:MM:SS`` (docs/SPEC.md §4)."""
     return (value or "").replace("T", " ")[:19]
+
+
+def instant(value: object) -> float:
+    """A stored time as its instant (seconds), for ordering by time: the offset counts
+    (10:00+08:00 is before 05:00Z, though its wall clock reads later) and a naive time is UTC,
+    as the engine reads it; 0 when missing or unreadable."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        t = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return 0.0
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
 def event_hit(

@@ -213,14 +213,15 @@ class QueryText:
     ) -> tuple[list[float], bool, list[list[float]]]:
         """The utterance's vector, blended with the dialogue window's (the newest turns that
         fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
-        Returns the vector, whether the window had to drop older turns, and the vectors of the
+        Returns the vector, whether the window had to drop earlier turns (not whether the
+        utterance alone was cut to its end: no turn is dropped then), and the vectors of the
         utterance's sentences when it has several (blended with the window the same way)."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
         parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
         if not turns or params.utterance_weight >= 1.0:
             vec = self.embedder.embed_one(utterance).astype(float)
-            return _rounded(vec), len(text) > EMBED_MAX_CHARS, [_rounded(p) for p in parts]
+            return _rounded(vec), False, [_rounded(p) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
         u, d = self.embedder.embed([utterance, window]).astype(float)
         w = params.utterance_weight

@@ -26,10 +26,10 @@ from kemem_es.search.clauses import (
     keyword_clauses,
     proximity_clauses,
 )
-from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset
+from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, shown_limit
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
-from kemem_es.search.hits import entity_hit, event_hit
+from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
@@ -49,14 +49,16 @@ COUNT_TTL_S = 60.0
 EventResult = tuple[Database, dict[str, Any], float, Signals | None]
 
 
-def _ts(value: str | None) -> float:
-    """An ISO-ish time as a sortable number (0 when missing)."""
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace(" ", "T")[:19]).timestamp()
-    except ValueError:
-        return 0.0
+def shown_entities(
+    params: QueryParams, scored: Sequence[tuple[dict[str, Any], float]]
+) -> list[tuple[dict[str, Any], float]]:
+    """The entities the answer shows: the best ``entity_limit`` (``limit`` when unset) by
+    evidence among those reaching ``entity_threshold``, in ``scored``'s (tier) order. The
+    rest of ``scored`` is the bridge's window only."""
+    eligible = [hs for hs in scored if hs[1] >= params.entity_threshold]
+    best = sorted(eligible, key=lambda hs: -float(hs[0]["_score"]))[: shown_limit(params)]
+    keep = {id(hs[0]) for hs in best}
+    return [hs for hs in eligible if id(hs[0]) in keep]
 
 
 def _missing_index(err: BaseException) -> bool:
@@ -244,9 +246,10 @@ class Searcher:
     def search_entities(
         self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
     ) -> list[tuple[dict[str, Any], float]]:
-        """(hit, score) for entities whose evidence reaches ``entity_threshold``, in tier order
-        (docs/SPEC.md §2 step 6), best evidence first within a tier, then newest; at most
-        ``entity_limit`` (default: ``limit``)."""
+        """(hit, score) for the entities of the search's window whose evidence reaches
+        ``entity_threshold`` or ``bridge_threshold``, in tier order (docs/SPEC.md §2 step 6),
+        best evidence first within a tier, then newest: the bridge's candidates
+        (``shown_entities`` picks what the answer shows)."""
         search = self.entity_search(params, words, vector)
         if search is None:
             return []
@@ -256,9 +259,9 @@ class Searcher:
         self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
     ) -> Search | None:
         """The entity search of a query (both databases' indices, a missing one skipped), or
-        None when there is nothing to search."""
-        limit = params.entity_limit if params.entity_limit is not None else params.limit
-        if limit == 0 or not words:
+        None when there is nothing to search. It runs even when no entity is to be shown
+        (``entity_limit=0``): the bridge still needs its window."""
+        if not words:
             return None
         body = entity_body(params, words, self.engine, vector)
         if body is None:
@@ -284,7 +287,7 @@ class Searcher:
             key=lambda hs: (
                 TIER_OF_KIND[hs[0]["_source"]["kind"]].rank,
                 -round(hs[1], 4),
-                -_ts(hs[0]["_source"].get("updatetime")),
+                -instant(hs[0]["_source"].get("updatetime")),
             )
         )
         return scored
@@ -337,8 +340,7 @@ class Searcher:
         extra_responses = responses[len(searches) :]
         scored_entities = self.score_entities(params, responses[-1]) if extra else []
         bridges = self.text.bridge_words(params, words, scored_entities, names)
-        limit = params.entity_limit if params.entity_limit is not None else params.limit
-        entity_hits = [h for h in scored_entities if h[1] >= params.entity_threshold][:limit]
+        entity_hits = shown_entities(params, scored_entities)
         clock.lap("search_entities")
         if bridges:
             searches, dbs = self.event_searches(params, [*words, *bridges], vector, now, parts)

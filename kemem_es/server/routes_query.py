@@ -49,7 +49,8 @@ async def _run(
     if resp.additional_info.degraded:
         request.app.state.metrics.degraded()
         # ``engine_unavailable``: nothing searched; ``index_missing``: answered from the rest
-        code = "index_missing" if resp.additional_info.timings_ms else "engine_unavailable"
+        searched = "search_events" in resp.additional_info.timings_ms
+        code = "index_missing" if searched else "engine_unavailable"
         response.headers[DEGRADED_HEADER] = code
         # the reason goes to the caller, not the log: an engine's error text may quote input
         log.warning("query degraded (request %s)", request.state.request_id)

@@ -58,6 +58,11 @@ def utterance_of(text: str, speakers: Iterable[str | None]) -> str:
     return text.strip()
 
 
+# Roles whose messages are not dialogue: the persona prompt and instructions (as the extractor
+# leaves them out), and what tools returned.
+NOT_DIALOGUE_ROLES = frozenset({"system", "developer", "tool", "function"})
+
+
 def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
     """A list of turns (oldest first) in the string form ``context`` takes: one line per turn.
 
@@ -65,24 +70,59 @@ def context_lines(turns: Iterable[str | Mapping[str, object]]) -> str:
     ``{"role": "assistant", "content": "…"}`` or ``{"speaker": "黎深", "text": "…"}`` — so
     ``context`` accepts that as well. A turn's own line breaks become spaces (one turn is one
     line); its speaker (``speaker``, ``name`` or ``role``) becomes the ``speaker：`` label,
-    which is never a search word."""
+    which is never a search word. Messages that are not dialogue are left out (``system``,
+    ``developer``, ``tool``, ``function``), as is a turn without content (an assistant turn that
+    only calls a tool); a content given as parts says its text parts."""
     lines: list[str] = []
     for i, turn in enumerate(turns):
-        if isinstance(turn, str):
-            speaker, text = None, turn
-        elif isinstance(turn, Mapping):
-            said = next((turn[k] for k in ("text", "content") if turn.get(k) is not None), None)
-            who = next((turn[k] for k in ("speaker", "name", "role") if turn.get(k)), None)
-            if not isinstance(said, str) or (who is not None and not isinstance(who, str)):
-                raise ValueError(f"context turn {i}: needs a string 'text' or 'content'")
-            speaker, text = who, said
-        else:
-            raise ValueError(f"context turn {i}: a string or an object, not {type(turn).__name__}")
+        said = _turn(i, turn)
+        if said is None:
+            continue
+        speaker, text = said
         flat = " ".join(text.split())
         if flat:
             label = " ".join(speaker.split()) if speaker else ""
             lines.append(f"{label}：{flat}" if label else flat)
     return "\n".join(lines)
+
+
+def _turn(i: int, turn: object) -> tuple[str | None, str] | None:
+    """(speaker, text) of context turn ``i``, or None when it is not dialogue."""
+    if isinstance(turn, str):
+        return None, turn
+    if not isinstance(turn, Mapping):
+        raise ValueError(f"context turn {i}: a string or an object, not {type(turn).__name__}")
+    who = next((turn[k] for k in ("speaker", "name", "role") if turn.get(k)), None)
+    if who is not None and not isinstance(who, str):
+        raise ValueError(f"context turn {i}: its speaker, name or role must be a string")
+    if turn.get("role") in NOT_DIALOGUE_ROLES:
+        return None
+    key = next((k for k in ("text", "content") if turn.get(k) is not None), None)
+    if key is None:
+        if "content" in turn or "tool_calls" in turn or "function_call" in turn:
+            return None  # a tool call says nothing (its content is null)
+        raise ValueError(f"context turn {i}: needs a string 'text' or 'content'")
+    said = turn[key]
+    if isinstance(said, list) and key == "content":
+        return who, _text_parts(i, said)
+    if not isinstance(said, str):
+        raise ValueError(f"context turn {i}: needs a string 'text' or 'content'")
+    return who, said
+
+
+def _text_parts(i: int, parts: list[object]) -> str:
+    """A message's content given as parts: its text parts (``{"type": "text", "text": …}``)
+    joined, the others (images, audio) left out."""
+    texts: list[str] = []
+    for part in parts:
+        if not isinstance(part, Mapping):
+            kind = type(part).__name__
+            raise ValueError(f"context turn {i}: a content part is an object, not {kind}")
+        if part.get("type") == "text":
+            if not isinstance(part.get("text"), str):
+                raise ValueError(f"context turn {i}: a text part needs a string 'text'")
+            texts.append(str(part["text"]))
+    return " ".join(texts)
 
 
 def split_transcript(line: str) -> list[str]:
@@ -114,8 +154,8 @@ def dialogue_window(
 ) -> tuple[str, bool]:
     """Earlier turns (oldest first) then the utterance, cut **from the start** to at most
     ``budget`` (measured by ``length``: the model's tokens, or characters) at a turn boundary
-    when possible: the newest turns are the ones kept. Returns the text and whether anything
-    was cut."""
+    when possible: the newest turns are the ones kept. Returns the text and whether earlier
+    turns were dropped (an utterance too long alone keeps its end; that drops no turn)."""
     parts = [utterance.strip()]
     used = length(parts[0])
     cut = False
@@ -128,7 +168,6 @@ def dialogue_window(
         used += size + 1
     if used > budget:  # the utterance alone is too long: keep its end
         parts = [parts[0][-budget:]]
-        cut = True
     return "\n".join(reversed(parts)), cut
 
 
