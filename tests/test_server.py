@@ -8,8 +8,10 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,7 +20,7 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
-from support import opened, serve_process  # noqa: E402
+from support import HangingProxy, opened, serve_process, serving  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
@@ -687,6 +689,36 @@ def test_real_serve_process(served: str) -> None:
     assert r.status_code == 200, r.text
     assert "豆包" in r.json()["memory_events"][0]["description"]
     assert r.headers["X-Request-ID"]
+
+
+@pytest.mark.engine
+def test_shutdown_with_a_hung_engine_is_bounded(seeded: Kemem) -> None:
+    """SIGTERM with reinforcement queued and the engine hung took two write timeouts (62 s):
+    the background flush, then the final one tried again. Now the final flush has a deadline
+    of its own (SHUTDOWN_FLUSH_S), and the log says what was not written, in counts."""
+    from kemem_es.memory.strength import SHUTDOWN_FLUSH_S
+
+    with HangingProxy(seeded.settings.url) as proxy:
+        env = {
+            **_env(seeded),
+            "KEMEM_ES_URL": proxy.url,
+            "KEMEM_ES_TIMEOUT_S": "30",
+            "KEMEM_REINFORCE_FLUSH_S": "3600",
+        }  # fmt: skip  (queued until shutdown)
+        with serving(env) as (url, proc):
+            body = {"query": "豆包最近怎么样", **A, "score_threshold": 0.0}
+            r = httpx.post(f"{url}/query", json=body, timeout=30)
+            assert r.status_code == 200 and r.json()["memory_events"], r.text  # queued
+            proxy.hang()
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=90)
+            took = time.monotonic() - start
+    assert took < SHUTDOWN_FLUSH_S + 5, (took, out[-3000:])
+    lost = re.findall(r"reinforcement of \d+ memories and the activity of 1 users not written "
+                      r"at shutdown \(\w+\)", out)  # fmt: skip
+    assert len(lost) == 1, out[-3000:]
+    assert "豆包" not in out
 
 
 def test_serve_refuses_a_public_address_without_keys() -> None:
