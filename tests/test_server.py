@@ -23,6 +23,7 @@ httpx = pytest.importorskip("httpx")
 from support import HangingProxy, opened, serve_process, serving  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
+from kemem_es.errors import EngineUnavailable  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 
 A = {"agent_id": "agent_a", "user_id": "u1"}
@@ -640,6 +641,30 @@ def test_query_degrades_when_the_engine_is_down() -> None:
     # Degrade off: /query fails loudly too.
     strict = client(down, server_degrade=False)
     assert error_of(strict.post("/query", json={"query": "豆包", **A}), 503)
+
+
+def test_answers_do_not_say_where_the_engine_is() -> None:
+    """503 messages, /query's degraded_reason, /readyz and the dashboard's overview quoted the
+    engine's host and port to any key holder or chat client. The server hides them in what it
+    answers; the library's message (the CLI's, the server's log) still names it."""
+    for engine_url in ("http://127.0.0.1:9", "http://localhost:9"):
+        down = Kemem(es_url=engine_url, index_prefix="unreachable")
+        with pytest.raises(EngineUnavailable, match=re.escape(engine_url)):
+            down.count(**A)
+        c, strict = client(down), client(down, server_degrade=False)
+        answers = {
+            "degraded": c.post("/query", json={"query": "豆包", **A}),
+            "503 query": strict.post("/query", json={"query": "豆包", **A}),
+            "503 list": c.get("/v1/memories", params=A),
+            "503 add": c.post("/v1/memories", json={"text": "x", **A}),
+            "readyz": c.get("/readyz"),
+            "overview": c.get("/dashboard/api/overview"),
+        }
+        host = engine_url.split("//")[1].split(":")[0]
+        for what, r in answers.items():
+            assert host not in r.text and "<engine>" in r.text, (what, r.text)
+        reason = answers["degraded"].json()["additional_info"]["degraded_reason"]
+        assert "cannot reach the search engine at <engine>" in reason
 
 
 @pytest.mark.engine

@@ -22,7 +22,7 @@ from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
 from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyRing, authenticate
-from kemem_es.server.errors import error_body, error_response, install_handlers
+from kemem_es.server.errors import error_body, error_response, hide_engine, install_handlers
 from kemem_es.server.metrics import Metrics
 
 log = logging.getLogger("kemem_es.server")
@@ -226,7 +226,9 @@ def create_app(
             reason = f"the engine did not answer within {cfg.query_timeout_s:g} s"
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         except Exception as exc:  # any failure to reach the engine is "not ready"
-            reason = str(exc).split("\n")[0][:300] or type(exc).__name__
+            reason = (
+                hide_engine(str(exc).split("\n")[0], km.settings.url)[:300] or type(exc).__name__
+            )
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         if state["missing"]:
             reason = f"indices missing: {', '.join(state['missing'])} (run `kemem-es init`)"
