@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -589,6 +590,86 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
     assert 'kemem_http_requests_total{method="GET",route="/v1/memories",status="403"}' in (
         metrics.text
     )
+
+
+def test_with_keys_only_public_paths_answer_without_one() -> None:
+    """The key is checked from the headers, ahead of the in-flight limit and the body: every
+    path but the public ones (liveness, the dashboard's page and script, the API description)
+    is a 401 without a valid key, a path no route serves included."""
+    c = client(unreachable(), server_api_keys=KEYS)
+    for path in (
+        "/healthz",
+        "/dashboard",
+        "/dashboard/static/dashboard.js",
+        "/docs",
+        "/openapi.json",
+    ):
+        assert c.get(path).status_code == 200, path
+    for method, path in (("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/nowhere"),
+                         ("POST", "/query"), ("GET", "/dashboard/api/overview")):  # fmt: skip
+        err = error_of(c.request(method, path), 401)
+        assert err["code"] == "unauthorized", path
+    assert error_of(c.get("/v1/memories", params=A, headers=bearer("nope")), 401)
+    assert error_of(c.get("/v1/memories", params=A, headers=bearer("key-a")), 503)  # let through
+
+
+# -- request bodies -----------------------------------------------------------------------
+def _stalled_post(port: int, key: str | None = None) -> socket.socket:
+    """A ``POST /query`` whose headers promise 100 bytes of body, of which one ever comes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    head = (f"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"{auth}Content-Length: 100\r\n\r\n{{")  # fmt: skip
+    sock.sendall(head.encode())
+    return sock
+
+
+def _answer(sock: socket.socket, within_s: float) -> str:
+    """What the server answers on ``sock`` until it closes the connection."""
+    sock.settimeout(within_s)
+    data = b""
+    with sock:
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except TimeoutError:
+            pytest.fail(f"no answer within {within_s:g} s; got {data[:200]!r}")
+    return data.decode("utf-8", "replace")
+
+
+@pytest.mark.engine
+def test_bodies_that_never_arrive_cannot_lock_out_a_keyed_server(seeded: Kemem) -> None:
+    """Pre-auth DoS: a request held an in-flight slot from before its body was read and its
+    key checked, and uvicorn waits for a body forever; KEMEM_SERVER_MAX_INFLIGHT idle sockets
+    without a key locked every client out (429) for as long as they stayed open. Now a keyless
+    one is answered 401 from its headers, and a keyed body that stalls gets 408 after
+    BODY_DEADLINE_S, which gives its slot back."""
+    from kemem_es.server.app import BODY_DEADLINE_S
+
+    env = {**_env(seeded), "KEMEM_SERVER_API_KEYS": json.dumps(KEYS),
+           "KEMEM_SERVER_MAX_INFLIGHT": "2"}  # fmt: skip
+    with serve_process(env) as url:
+        port = int(url.rsplit(":", 1)[1])
+
+        def ask() -> int:
+            body = {"query": "豆包", **A}
+            return httpx.post(f"{url}/query_simple", json=body, headers=bearer("key-a"),
+                              timeout=30).status_code  # fmt: skip
+
+        keyless = [_stalled_post(port) for _ in range(4)]
+        for sock in keyless:
+            answer = _answer(sock, within_s=5)
+            assert answer.startswith("HTTP/1.1 401") and '"unauthorized"' in answer, answer
+        assert ask() == 200
+        keyed = [_stalled_post(port, "key-a") for _ in range(2)]
+        time.sleep(1)  # both are in, waiting for their bodies
+        assert ask() == 429  # a keyed client's stalled body does hold its slot, for a while
+        start = time.monotonic()
+        for sock in keyed:
+            answer = _answer(sock, within_s=BODY_DEADLINE_S + 10)
+            assert answer.startswith("HTTP/1.1 408") and '"body_timeout"' in answer, answer
+        assert time.monotonic() - start < BODY_DEADLINE_S + 5
+        assert ask() == 200
 
 
 # -- degradation --------------------------------------------------------------------------

@@ -88,6 +88,16 @@ def error_response(
     return JSONResponse(error_body(code, message, field, **extra), status_code=status)
 
 
+def refusal(
+    status: int, code: str, message: str, field: str | None = None, **extra: Any
+) -> JSONResponse:
+    """An error answered before the request's body was read: the connection is closed after
+    it, so the unread rest of the body is never taken for the next request."""
+    resp = error_response(status, code, message, field, **extra)
+    resp.headers["Connection"] = "close"
+    return resp
+
+
 def _field_of(loc: Sequence[object]) -> str:
     """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``; ``("body",)``
     (no body at all) → ``body``. Only the first item says where: /query's body field
