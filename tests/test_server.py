@@ -231,7 +231,8 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
     err = error_of(c.post("/query", json={**base, "filters": {"colour": "red"}}), 422)
     assert err["code"] == "invalid_input" and "colour" in err["message"]
     error_of(c.get("/nowhere"), 404)
-    error_of(c.post("/query", content=b"x" * 1_100_000), 413)
+    json_type = {"content-type": "application/json"}
+    error_of(c.post("/query", content=b"x" * 1_100_000, headers=json_type), 413)
     # An utterance and its context are bounded (a 500 KB one held a core for 70 s).
     for path in ("/query", "/query_simple"):
         long = {**base, "query": "FUZZQ" * 1_000}
@@ -672,6 +673,40 @@ def test_bodies_that_never_arrive_cannot_lock_out_a_keyed_server(seeded: Kemem) 
         assert ask() == 200
 
 
+def test_json_routes_refuse_bodies_that_are_not_declared_json() -> None:
+    """CSRF on a keyless server: a web page's ``fetch(url, {mode: "no-cors", body: new
+    Blob([json])})`` sends no Content-Type (text/plain and forms go without a preflight too),
+    and FastAPI before 0.132 read such a body as JSON: the page planted memories and ran
+    queries. The server refuses them itself, whatever the framework: 415 naming the header."""
+    c = client(unreachable())
+    query = json.dumps({"query": "豆包", **A}).encode()
+    add = json.dumps({"text": "CSRF-PLANTED", **A}).encode()
+    patch = ("PATCH", "/v1/memories/m1?user_id=u1&agent_id=agent_a", b'{"text": "x"}')
+    explore = ("POST", "/dashboard/api/explore", query)
+    calls = [("POST", "/query", query), ("POST", "/query_simple", query),
+             ("POST", "/v1/memories", add), explore, patch]  # fmt: skip
+    refused = (None, "text/plain", "text/plain;charset=UTF-8", "application/jsonx",
+               "application/x-www-form-urlencoded", "multipart/form-data; boundary=x")  # fmt: skip
+    for ctype in refused:
+        for method, url, body in calls:
+            headers = {"content-type": ctype} if ctype else {}
+            err = error_of(c.request(method, url, content=body, headers=headers), 415)
+            assert err["code"] == "unsupported_media_type", (ctype, url)
+            assert err["field"] == "Content-Type" and "application/json" in err["message"]
+    for ctype in ("application/json", "Application/JSON; charset=utf-8"):  # on to the route
+        r = c.post("/v1/memories", content=add, headers={"content-type": ctype})
+        assert error_of(r, 503)["code"] == "engine_unavailable", ctype
+
+
+def test_the_server_needs_a_fastapi_that_checks_content_types() -> None:
+    """0.132 is the first FastAPI that refuses a JSON body without a JSON Content-Type."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    for extra in ("server", "dev"):
+        assert [d for d in extras[extra] if d.startswith("fastapi")] == ["fastapi>=0.132"], extra
+
+
 # -- degradation --------------------------------------------------------------------------
 def unreachable() -> Kemem:
     """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
@@ -842,7 +877,8 @@ def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
         for _ in range(20):
             yield b"x" * 100_000
 
-    err = error_of(c.post("/query", content=chunks()), 413)
+    json_type = {"content-type": "application/json"}
+    err = error_of(c.post("/query", content=chunks(), headers=json_type), 413)
     assert err["code"] == "too_large"
 
     def boom(*_: Any, **__: Any) -> None:

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -159,6 +160,28 @@ class InflightLimit:
             self.inflight -= 1
 
 
+class JsonBodies:
+    """415 for a POST, PUT or PATCH without ``Content-Type: application/json`` (every body this
+    server takes is JSON). A web page may send any other type, or none, to another origin
+    without a CORS preflight, and FastAPI before 0.132 read a body without one as JSON: a
+    keyless loopback server would act on it. Checked here, not left to the framework."""
+
+    METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in self.METHODS:
+            ctype = Headers(scope=scope).get("content-type", "")
+            if ctype.split(";", 1)[0].strip().lower() != "application/json":
+                msg = "send the body as JSON, with Content-Type: application/json"
+                resp = refusal(415, "unsupported_media_type", msg, "Content-Type")
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     kemem: AsyncKemem | None = None, settings: Settings | None = None, close: bool | None = None
 ) -> FastAPI:
@@ -192,13 +215,14 @@ def create_app(
     app.state.metrics.count_extraction_failures(lambda: km.extraction_failures)
     install_handlers(app)
     # Inside the request log, so every refusal is logged and carries a request id. From the
-    # outside in: Host (no keys) or key, in-flight slots, the body. What the
+    # outside in: Host (no keys) or key, Content-Type, in-flight slots, the body. What the
     # headers alone refuse never takes a slot; a slot is held while the body comes, at most
     # BODY_DEADLINE_S.
     app.add_middleware(BodyLimit, max_bytes=cfg.server_max_body_bytes)
     app.add_middleware(
         InflightLimit, limit=cfg.server_max_inflight, on_reject=app.state.metrics.overloaded
     )
+    app.add_middleware(JsonBodies)
     if app.state.keyring.enabled:
         docs = (app.docs_url, app.redoc_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url)
         app.add_middleware(KeyCheck, ring=app.state.keyring, public=docs)
