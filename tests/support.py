@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,15 +21,32 @@ import pytest
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port: one of KEMEM_TEST_PORTS ("8801-8819") when set, so that runs
+    sharing a machine keep to their own ports; else any the system gives."""
+    low, _, high = os.environ.get("KEMEM_TEST_PORTS", "0").partition("-")
+    for port in range(int(low), int(high or low) + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise OSError(f"no free port in KEMEM_TEST_PORTS={low}-{high}")
 
 
 @contextlib.contextmanager
 def serve_process(env: dict[str, str], up_within_s: float = 60) -> Iterator[str]:
     """``kemem-es serve`` on a free loopback port with ``env``; yields its URL once /healthz
     answers, and stops it afterwards."""
+    with serving(env, up_within_s) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def serving(
+    env: dict[str, str], up_within_s: float = 60
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`serve_process`, yielding the process too (to signal it and read its output)."""
     import httpx
 
     port = free_port()
@@ -45,13 +65,61 @@ def serve_process(env: dict[str, str], up_within_s: float = 60) -> Iterator[str]
                 time.sleep(0.1)
         else:
             pytest.fail(f"kemem-es serve did not come up in {up_within_s:g} s")
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+class HangingProxy:
+    """A TCP proxy on a loopback port to the engine at ``target`` (a URL). After :meth:`hang`
+    it swallows every byte both ways, on open connections and new ones: an engine that stopped
+    answering while its port stays open (SIGSTOP, a full GC, a network that drops)."""
+
+    def __init__(self, target: str) -> None:
+        parts = urllib.parse.urlsplit(target)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 9200)
+        self.hung = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", free_port()))
+        self._listener.listen()
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hang(self) -> None:
+        self.hung.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                return
+            self._sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                if not self.hung.is_set():
+                    dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.close()
+
+    def __enter__(self) -> HangingProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
 
 
 # The in-process server tests' AsyncKemem instances, each with the event loop it runs on. Their
@@ -147,8 +215,6 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 def cli_env(km: Any, **extra: str) -> dict[str, str]:
     """The environment that points the CLI at ``km``'s engine, prefix and model."""
-    import os
-
     return dict(
         os.environ,
         KEMEM_INDEX_PREFIX=km.settings.index_prefix,

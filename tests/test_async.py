@@ -5,6 +5,7 @@ loop kept free while the model works."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -143,7 +144,9 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
             self.running = False
             self.written: list[list[dict[str, Any]]] = []
 
-        def bulk(self, lines: list[dict[str, Any]], refresh: bool = False) -> dict[str, Any]:
+        def bulk(
+            self, lines: list[dict[str, Any]], refresh: bool = False, timeout_s: float | None = None
+        ) -> dict[str, Any]:
             if not self.running:
                 raise LoopNotRunning(
                     "an async engine call while AsyncKemem's event loop is stopped"
@@ -156,7 +159,7 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
     try:
         reinforcer.recalled([("t-flush-events", "m1", "r1")], datetime(2025, 1, 1, 12, 0))
         assert reinforcer.flush() == 0 and reinforcer.failed_flushes == 1
-        assert "will retry" not in caplog.text  # an idle loop is a wait, not a warning
+        assert "kept for the next one" not in caplog.text  # an idle loop is a wait, not a warning
         engine.running = True
         assert reinforcer.flush() == 1 and len(engine.written) == 1
         # after the loop has ended for good, the last flush says what was not written
@@ -167,6 +170,80 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
         assert "1 memories and the activity of 1 users not written at shutdown" in caplog.text
     finally:
         reinforcer.close()
+
+
+class _HungEngine:
+    """An engine that never answers a bulk: each call waits out its timeout (``timeout_s``,
+    else the client's ``write_timeout_s``), then times out as the clients do."""
+
+    def __init__(self, write_timeout_s: float) -> None:
+        from kemem_es.config import Settings
+
+        self.settings = Settings(index_prefix="t-hung")
+        self.write_timeout_s = write_timeout_s
+        self.calls: list[float | None] = []
+        self.gone = threading.Event()  # set: stop waiting (the test is over)
+
+    def bulk(
+        self, lines: list[dict[str, Any]], refresh: bool = False, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        from opensearchpy.exceptions import ConnectionTimeout
+
+        self.calls.append(timeout_s)
+        self.gone.wait(timeout_s if timeout_s is not None else self.write_timeout_s)
+        raise ConnectionTimeout("TIMEOUT", "timed out", TimeoutError())
+
+
+def _queued_reinforcer(engine: _HungEngine, flush_s: float) -> Any:
+    from datetime import datetime
+
+    from kemem_es.memory.strength import Reinforcer
+    from kemem_es.store.scope import Scope
+
+    reinforcer = Reinforcer(engine, amount=1.0, flush_s=flush_s)  # type: ignore[arg-type]
+    reinforcer.recalled([("t-hung-events", "m1", "r1")], datetime(2025, 1, 1, 12, 0))
+    reinforcer.active(Scope.of(agent_id="qiyu", user_id="u1", db="user"))
+    return reinforcer
+
+
+def _closing_time(reinforcer: Any, deadline_s: float) -> float:
+    start = time.monotonic()
+    reinforcer.close(deadline_s=deadline_s)
+    return time.monotonic() - start
+
+
+LOST = "1 memories and the activity of 1 users not written at shutdown"
+
+
+def test_closing_with_a_hung_engine_keeps_to_the_shutdown_deadline(caplog) -> None:
+    """A hung engine held a stopping process for two write timeouts (62 s): close() waited for
+    the background flush under way, then flushed again with the whole write timeout. Now all
+    of it keeps to one deadline, there is no second try after a timeout, and the log says what
+    was not written (counts)."""
+    # a background flush is under way and hangs past the deadline: not waited for any longer
+    engine = _HungEngine(write_timeout_s=30)
+    reinforcer = _queued_reinforcer(engine, flush_s=0.05)
+    while not engine.calls:
+        time.sleep(0.01)
+    assert _closing_time(reinforcer, deadline_s=1.0) < 1.5
+    assert engine.calls == [None] and LOST in caplog.text
+    engine.gone.set()
+    # the background flush timed out while closing: no second try
+    caplog.clear()
+    engine = _HungEngine(write_timeout_s=0.5)
+    reinforcer = _queued_reinforcer(engine, flush_s=0.05)
+    while not engine.calls:
+        time.sleep(0.01)
+    assert _closing_time(reinforcer, deadline_s=3.0) < 1.5
+    assert engine.calls == [None] and LOST in caplog.text
+    # nothing under way: one last try, within what is left of the deadline
+    caplog.clear()
+    engine = _HungEngine(write_timeout_s=30)
+    reinforcer = _queued_reinforcer(engine, flush_s=3600)
+    assert _closing_time(reinforcer, deadline_s=1.0) < 1.5
+    assert len(engine.calls) == 1 and 0 < (engine.calls[0] or 0) <= 1.0
+    assert LOST in caplog.text
+    assert "qiyu" not in caplog.text and "u1" not in caplog.text  # counts, not ids
 
 
 def test_a_write_cancelled_between_memory_and_history_keeps_both(kemem: Kemem, monkeypatch) -> None:

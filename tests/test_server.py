@@ -8,8 +8,11 @@ import json
 import logging
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -18,9 +21,10 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
-from support import opened, serve_process  # noqa: E402
+from support import HangingProxy, opened, serve_process, serving  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
+from kemem_es.errors import EngineUnavailable  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 
 A = {"agent_id": "agent_a", "user_id": "u1"}
@@ -227,7 +231,8 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
     err = error_of(c.post("/query", json={**base, "filters": {"colour": "red"}}), 422)
     assert err["code"] == "invalid_input" and "colour" in err["message"]
     error_of(c.get("/nowhere"), 404)
-    error_of(c.post("/query", content=b"x" * 1_100_000), 413)
+    json_type = {"content-type": "application/json"}
+    error_of(c.post("/query", content=b"x" * 1_100_000, headers=json_type), 413)
     # An utterance and its context are bounded (a 500 KB one held a core for 70 s).
     for path in ("/query", "/query_simple"):
         long = {**base, "query": "FUZZQ" * 1_000}
@@ -588,6 +593,120 @@ def test_keys_keep_agents_apart(seeded: Kemem) -> None:
     )
 
 
+def test_with_keys_only_public_paths_answer_without_one() -> None:
+    """The key is checked from the headers, ahead of the in-flight limit and the body: every
+    path but the public ones (liveness, the dashboard's page and script, the API description)
+    is a 401 without a valid key, a path no route serves included."""
+    c = client(unreachable(), server_api_keys=KEYS)
+    for path in (
+        "/healthz",
+        "/dashboard",
+        "/dashboard/static/dashboard.js",
+        "/docs",
+        "/openapi.json",
+    ):
+        assert c.get(path).status_code == 200, path
+    for method, path in (("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/nowhere"),
+                         ("POST", "/query"), ("GET", "/dashboard/api/overview")):  # fmt: skip
+        err = error_of(c.request(method, path), 401)
+        assert err["code"] == "unauthorized", path
+    assert error_of(c.get("/v1/memories", params=A, headers=bearer("nope")), 401)
+    assert error_of(c.get("/v1/memories", params=A, headers=bearer("key-a")), 503)  # let through
+
+
+# -- request bodies -----------------------------------------------------------------------
+def _stalled_post(port: int, key: str | None = None) -> socket.socket:
+    """A ``POST /query`` whose headers promise 100 bytes of body, of which one ever comes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    auth = f"Authorization: Bearer {key}\r\n" if key else ""
+    head = (f"POST /query HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"{auth}Content-Length: 100\r\n\r\n{{")  # fmt: skip
+    sock.sendall(head.encode())
+    return sock
+
+
+def _answer(sock: socket.socket, within_s: float) -> str:
+    """What the server answers on ``sock`` until it closes the connection."""
+    sock.settimeout(within_s)
+    data = b""
+    with sock:
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except TimeoutError:
+            pytest.fail(f"no answer within {within_s:g} s; got {data[:200]!r}")
+    return data.decode("utf-8", "replace")
+
+
+@pytest.mark.engine
+def test_bodies_that_never_arrive_cannot_lock_out_a_keyed_server(seeded: Kemem) -> None:
+    """Pre-auth DoS: a request held an in-flight slot from before its body was read and its
+    key checked, and uvicorn waits for a body forever; KEMEM_SERVER_MAX_INFLIGHT idle sockets
+    without a key locked every client out (429) for as long as they stayed open. Now a keyless
+    one is answered 401 from its headers, and a keyed body that stalls gets 408 after
+    BODY_DEADLINE_S, which gives its slot back."""
+    from kemem_es.server.app import BODY_DEADLINE_S
+
+    env = {**_env(seeded), "KEMEM_SERVER_API_KEYS": json.dumps(KEYS),
+           "KEMEM_SERVER_MAX_INFLIGHT": "2"}  # fmt: skip
+    with serve_process(env) as url:
+        port = int(url.rsplit(":", 1)[1])
+
+        def ask() -> int:
+            body = {"query": "豆包", **A}
+            return httpx.post(f"{url}/query_simple", json=body, headers=bearer("key-a"),
+                              timeout=30).status_code  # fmt: skip
+
+        keyless = [_stalled_post(port) for _ in range(4)]
+        for sock in keyless:
+            answer = _answer(sock, within_s=5)
+            assert answer.startswith("HTTP/1.1 401") and '"unauthorized"' in answer, answer
+        assert ask() == 200
+        keyed = [_stalled_post(port, "key-a") for _ in range(2)]
+        time.sleep(1)  # both are in, waiting for their bodies
+        assert ask() == 429  # a keyed client's stalled body does hold its slot, for a while
+        start = time.monotonic()
+        for sock in keyed:
+            answer = _answer(sock, within_s=BODY_DEADLINE_S + 10)
+            assert answer.startswith("HTTP/1.1 408") and '"body_timeout"' in answer, answer
+        assert time.monotonic() - start < BODY_DEADLINE_S + 5
+        assert ask() == 200
+
+
+def test_json_routes_refuse_bodies_that_are_not_declared_json() -> None:
+    """CSRF on a keyless server: a web page's ``fetch(url, {mode: "no-cors", body: new
+    Blob([json])})`` sends no Content-Type (text/plain and forms go without a preflight too),
+    and FastAPI before 0.132 read such a body as JSON: the page planted memories and ran
+    queries. The server refuses them itself, whatever the framework: 415 naming the header."""
+    c = client(unreachable())
+    query = json.dumps({"query": "豆包", **A}).encode()
+    add = json.dumps({"text": "CSRF-PLANTED", **A}).encode()
+    patch = ("PATCH", "/v1/memories/m1?user_id=u1&agent_id=agent_a", b'{"text": "x"}')
+    explore = ("POST", "/dashboard/api/explore", query)
+    calls = [("POST", "/query", query), ("POST", "/query_simple", query),
+             ("POST", "/v1/memories", add), explore, patch]  # fmt: skip
+    refused = (None, "text/plain", "text/plain;charset=UTF-8", "application/jsonx",
+               "application/x-www-form-urlencoded", "multipart/form-data; boundary=x")  # fmt: skip
+    for ctype in refused:
+        for method, url, body in calls:
+            headers = {"content-type": ctype} if ctype else {}
+            err = error_of(c.request(method, url, content=body, headers=headers), 415)
+            assert err["code"] == "unsupported_media_type", (ctype, url)
+            assert err["field"] == "Content-Type" and "application/json" in err["message"]
+    for ctype in ("application/json", "Application/JSON; charset=utf-8"):  # on to the route
+        r = c.post("/v1/memories", content=add, headers={"content-type": ctype})
+        assert error_of(r, 503)["code"] == "engine_unavailable", ctype
+
+
+def test_the_server_needs_a_fastapi_that_checks_content_types() -> None:
+    """0.132 is the first FastAPI that refuses a JSON body without a JSON Content-Type."""
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    for extra in ("server", "dev"):
+        assert [d for d in extras[extra] if d.startswith("fastapi")] == ["fastapi>=0.132"], extra
+
+
 # -- degradation --------------------------------------------------------------------------
 def unreachable() -> Kemem:
     """A Kemem whose cluster is a closed port (it connects lazily: building it is fine)."""
@@ -640,6 +759,30 @@ def test_query_degrades_when_the_engine_is_down() -> None:
     assert error_of(strict.post("/query", json={"query": "豆包", **A}), 503)
 
 
+def test_answers_do_not_say_where_the_engine_is() -> None:
+    """503 messages, /query's degraded_reason, /readyz and the dashboard's overview quoted the
+    engine's host and port to any key holder or chat client. The server hides them in what it
+    answers; the library's message (the CLI's, the server's log) still names it."""
+    for engine_url in ("http://127.0.0.1:9", "http://localhost:9"):
+        down = Kemem(es_url=engine_url, index_prefix="unreachable")
+        with pytest.raises(EngineUnavailable, match=re.escape(engine_url)):
+            down.count(**A)
+        c, strict = client(down), client(down, server_degrade=False)
+        answers = {
+            "degraded": c.post("/query", json={"query": "豆包", **A}),
+            "503 query": strict.post("/query", json={"query": "豆包", **A}),
+            "503 list": c.get("/v1/memories", params=A),
+            "503 add": c.post("/v1/memories", json={"text": "x", **A}),
+            "readyz": c.get("/readyz"),
+            "overview": c.get("/dashboard/api/overview"),
+        }
+        host = engine_url.split("//")[1].split(":")[0]
+        for what, r in answers.items():
+            assert host not in r.text and "<engine>" in r.text, (what, r.text)
+        reason = answers["degraded"].json()["additional_info"]["degraded_reason"]
+        assert "cannot reach the search engine at <engine>" in reason
+
+
 @pytest.mark.engine
 def test_request_log_line_has_no_user_text(seeded: Kemem, caplog) -> None:
     c = client(seeded, server_api_keys=KEYS)
@@ -689,6 +832,36 @@ def test_real_serve_process(served: str) -> None:
     assert r.headers["X-Request-ID"]
 
 
+@pytest.mark.engine
+def test_shutdown_with_a_hung_engine_is_bounded(seeded: Kemem) -> None:
+    """SIGTERM with reinforcement queued and the engine hung took two write timeouts (62 s):
+    the background flush, then the final one tried again. Now the final flush has a deadline
+    of its own (SHUTDOWN_FLUSH_S), and the log says what was not written, in counts."""
+    from kemem_es.memory.strength import SHUTDOWN_FLUSH_S
+
+    with HangingProxy(seeded.settings.url) as proxy:
+        env = {
+            **_env(seeded),
+            "KEMEM_ES_URL": proxy.url,
+            "KEMEM_ES_TIMEOUT_S": "30",
+            "KEMEM_REINFORCE_FLUSH_S": "3600",
+        }  # fmt: skip  (queued until shutdown)
+        with serving(env) as (url, proc):
+            body = {"query": "豆包最近怎么样", **A, "score_threshold": 0.0}
+            r = httpx.post(f"{url}/query", json=body, timeout=30)
+            assert r.status_code == 200 and r.json()["memory_events"], r.text  # queued
+            proxy.hang()
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=90)
+            took = time.monotonic() - start
+    assert took < SHUTDOWN_FLUSH_S + 5, (took, out[-3000:])
+    lost = re.findall(r"reinforcement of \d+ memories and the activity of 1 users not written "
+                      r"at shutdown \(\w+\)", out)  # fmt: skip
+    assert len(lost) == 1, out[-3000:]
+    assert "豆包" not in out
+
+
 def test_serve_refuses_a_public_address_without_keys() -> None:
     cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--host", "0.0.0.0"]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=60)
@@ -704,7 +877,8 @@ def test_body_limit_without_content_length_and_no_traceback_on_a_bug() -> None:
         for _ in range(20):
             yield b"x" * 100_000
 
-    err = error_of(c.post("/query", content=chunks()), 413)
+    json_type = {"content-type": "application/json"}
+    err = error_of(c.post("/query", content=chunks(), headers=json_type), 413)
     assert err["code"] == "too_large"
 
     def boom(*_: Any, **__: Any) -> None:

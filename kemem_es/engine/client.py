@@ -138,11 +138,16 @@ def translate_client_error(exc: Exception, doing: str) -> KememError:
         return EngineRefused(f"{doing}: the search engine refused the request: {why}")
     if status == 429:
         return Overloaded(f"{doing}: {why}")
-    if "timeout" in type(exc).__name__.lower():
+    if is_timeout(exc):
         current = _DEADLINE.get()
         within = f"within the query's deadline of {current[1]:g} s" if current else "in time"
         return DeadlineExceeded(f"{doing}: the search engine did not answer {within}")
     return EngineUnavailable(f"{doing}: {why}")
+
+
+def is_timeout(exc: BaseException) -> bool:
+    """Either client's timeout (ConnectionTimeout, and the like): the engine did not answer."""
+    return "timeout" in type(exc).__name__.lower()
 
 
 def raise_engine_error(resp: dict[str, Any], doing: str = "search") -> None:
@@ -324,7 +329,13 @@ class Engine(ABC):
         }
 
     @abstractmethod
-    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]: ...
+    def bulk(
+        self,
+        lines: list[dict[str, Any]],
+        refresh: bool | str = False,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """``timeout_s``: this call's limit, instead of the client's write timeout."""
 
     @abstractmethod
     def create_index(self, index: str, body: dict[str, Any]) -> None: ...
@@ -520,8 +531,14 @@ class OpenSearchEngine(Engine):
     def _mget_body(self, body: dict[str, Any], kw: dict[str, Any]) -> Any:
         return self.client.mget(body=body, request_timeout=self.read_timeout, **kw)
 
-    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
-        return dict(self.client.bulk(body=lines, refresh=refresh))
+    def bulk(
+        self,
+        lines: list[dict[str, Any]],
+        refresh: bool | str = False,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        kw = {"request_timeout": timeout_s} if timeout_s is not None else {}
+        return dict(self.client.bulk(body=lines, refresh=refresh, **kw))
 
     def create_index(self, index: str, body: dict[str, Any]) -> None:
         self.client.indices.create(index=index, body=self._scored_as_on_2x(body))
@@ -627,8 +644,14 @@ class ElasticsearchEngine(Engine):
         reader = self.client.options(request_timeout=self.read_timeout)
         return reader.mget(docs=body["docs"], **kw)
 
-    def bulk(self, lines: list[dict[str, Any]], refresh: bool | str = False) -> dict[str, Any]:
-        return dict(self.client.bulk(operations=lines, refresh=refresh))
+    def bulk(
+        self,
+        lines: list[dict[str, Any]],
+        refresh: bool | str = False,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        writer = self.client.options(request_timeout=timeout_s) if timeout_s else self.client
+        return dict(writer.bulk(operations=lines, refresh=refresh))
 
     def create_index(self, index: str, body: dict[str, Any]) -> None:
         self.client.indices.create(index=index, **body)

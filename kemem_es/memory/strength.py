@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
@@ -24,7 +25,7 @@ from typing import Any
 
 from kemem_es.contract.response import QueryResponse
 from kemem_es.engine.bridge import LoopNotRunning
-from kemem_es.engine.client import CLIENT_ERRORS, Engine, with_remedy
+from kemem_es.engine.client import CLIENT_ERRORS, Engine, is_timeout, with_remedy
 from kemem_es.models import MAX_STRENGTH
 from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
@@ -41,6 +42,10 @@ EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
 # What a flush survives (the queue waits for the next one): engine errors, and an AsyncKemem's
 # loop between its runs.
 _FLUSH_WAITS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, LoopNotRunning)
+# At shutdown the last flush gets this long in all (waiting for a flush under way included): a
+# hung engine must not hold a stopping process for its write timeout, twice. Orchestrators kill
+# after some 30 s; what is not written by then is reported (counts) and lost.
+SHUTDOWN_FLUSH_S = 5.0
 MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are dropped (logged)
 RecallKey = tuple[str, str, str]  # (index alias, engine _id, routing) of a recalled memory
 
@@ -94,6 +99,8 @@ class Reinforcer:
         self._thread: threading.Thread | None = None
         self.dropped = 0
         self.failed_flushes = 0
+        self._writing = (0, 0)  # (memories, users) of the flush under way
+        self._timed_out_at = float("-inf")  # monotonic time of the last flush that timed out
 
     # -- enqueue (the query path) ---------------------------------------------------------
     def recalled(self, hits: Iterable[RecallKey], now: datetime) -> None:
@@ -126,58 +133,72 @@ class Reinforcer:
         """Write everything queued so far; returns how many memories were updated. A failed
         flush is queued again (``final``: at shutdown, it is reported as lost instead)."""
         with self._flush_lock:
-            with self._lock:
-                recalls, self._recalls = self._recalls, {}
-                active, self._active = self._active, {}
-            if not recalls and not active:
+            return self._flush(final)
+
+    def _flush(self, final: bool, timeout_s: float | None = None) -> int:
+        """``flush`` with the flush lock held; ``timeout_s`` bounds the engine call."""
+        with self._lock:
+            recalls, self._recalls = self._recalls, {}
+            active, self._active = self._active, {}
+        if not recalls and not active:
+            return 0
+        self._writing = (len(recalls), len(active))
+        try:
+            resp = self.engine.bulk(self._lines(recalls, active), timeout_s=timeout_s)
+        except _FLUSH_WAITS as exc:
+            # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
+            # write now; the queue waits for the next flush instead of being lost
+            self.failed_flushes += 1
+            if is_timeout(exc):
+                self._timed_out_at = time.monotonic()
+            if final:
+                _report_lost(len(recalls), len(active), type(exc).__name__)
                 return 0
-            lines: list[dict[str, Any]] = []
-            for (index, doc_id, routing), (n, now) in recalls.items():
-                params = {"gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH}
-                meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
-                lines += [
-                    {"update": meta},
-                    {"script": {"source": RECALL_SCRIPT, "lang": "painless", "params": params}},
-                ]
-            users = users_alias(self.engine.settings.index_prefix)
-            for sid, doc in active.items():
-                lines += [
-                    {"update": {"_index": users, "_id": sid, "retry_on_conflict": 10}},
-                    {"doc": doc, "doc_as_upsert": True},
-                ]
-            try:
-                resp = self.engine.bulk(lines)
-            except _FLUSH_WAITS as exc:
-                # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
-                # write now; the queue waits for the next flush instead of being lost
-                self.failed_flushes += 1
-                if final:
-                    log.warning(
-                        "reinforcement of %d memories and the activity of %d users not written "
-                        "at shutdown (%s)",
-                        len(recalls),
-                        len(active),
-                        type(exc).__name__,
-                    )
-                    return 0
-                self._requeue(recalls, active)
-                # a loop between runs is the expected wait, not a fault worth a warning
-                level = logging.DEBUG if isinstance(exc, LoopNotRunning) else logging.WARNING
-                log.log(level, "reinforcement flush failed (%s); will retry", type(exc).__name__)
-                return 0
-            done = 0
-            for item in resp.get("items", []):
-                res = item.get("update", {})
-                if res.get("status", 500) < 300:
-                    done += 1
-                elif res.get("status") != 404:  # a memory deleted meanwhile needs nothing
-                    error = res.get("error", {})  # the engine's words, never the memory's
-                    log.warning(
-                        "reinforcement of one memory failed: status %s %s",
-                        res.get("status"),
-                        with_remedy(error.get("type", "") if isinstance(error, dict) else ""),
-                    )
-            return done - len(active)
+            self._requeue(recalls, active)
+            # a loop between runs is the expected wait, not a fault worth a warning
+            level = logging.DEBUG if isinstance(exc, LoopNotRunning) else logging.WARNING
+            log.log(
+                level, "reinforcement flush failed (%s); kept for the next one", type(exc).__name__
+            )
+            return 0
+        finally:
+            self._writing = (0, 0)
+        return self._count_done(resp) - len(active)
+
+    def _lines(self, recalls: dict[RecallKey, list[Any]], active: dict[str, dict]) -> list[dict]:
+        """The bulk: a scripted strength update per recalled memory, an upsert per user."""
+        lines: list[dict[str, Any]] = []
+        for (index, doc_id, routing), (n, now) in recalls.items():
+            params = {"gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH}
+            meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
+            lines += [
+                {"update": meta},
+                {"script": {"source": RECALL_SCRIPT, "lang": "painless", "params": params}},
+            ]
+        users = users_alias(self.engine.settings.index_prefix)
+        for sid, doc in active.items():
+            lines += [
+                {"update": {"_index": users, "_id": sid, "retry_on_conflict": 10}},
+                {"doc": doc, "doc_as_upsert": True},
+            ]
+        return lines
+
+    @staticmethod
+    def _count_done(resp: dict[str, Any]) -> int:
+        """Items written; a failed one is logged with the engine's words, never the memory's."""
+        done = 0
+        for item in resp.get("items", []):
+            res = item.get("update", {})
+            if res.get("status", 500) < 300:
+                done += 1
+            elif res.get("status") != 404:  # a memory deleted meanwhile needs nothing
+                error = res.get("error", {})
+                log.warning(
+                    "reinforcement of one memory failed: status %s %s",
+                    res.get("status"),
+                    with_remedy(error.get("type", "") if isinstance(error, dict) else ""),
+                )
+        return done
 
     def _requeue(self, recalls: dict, active: dict) -> None:
         with self._lock:
@@ -203,16 +224,62 @@ class Reinforcer:
             self._thread.start()
             atexit.register(self.close)
 
-    def close(self) -> None:
-        """Stop the background thread after a last flush."""
+    def close(self, deadline_s: float = SHUTDOWN_FLUSH_S) -> None:
+        """Stop the background thread and flush what is queued, all within ``deadline_s``: a
+        flush under way is waited for only that long, and after an engine timeout at shutdown
+        there is no second try. What is left is reported as not written (counts only)."""
         atexit.unregister(self.close)
+        started = time.monotonic()
+        end = started + deadline_s
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=_left(end))
+        if not self._flush_lock.acquire(timeout=_left(end)):
+            memories, users = self._queued()
+            _report_lost(memories, users, f"a flush under way did not end within {deadline_s:g} s")
+            return
         try:
-            self.flush(final=True)
-        except Exception:  # pragma: no cover - shutdown: never raise from atexit
-            log.warning("final reinforcement flush failed")
+            self._final_flush(started, end)
+        except Exception as exc:  # pragma: no cover - shutdown: never raise from atexit
+            log.warning("final reinforcement flush failed (%s)", type(exc).__name__)
+        finally:
+            self._flush_lock.release()
+
+    def _final_flush(self, started: float, end: float) -> None:
+        """The last flush (lock held), unless the engine already timed out since ``started``
+        or no time is left: one hung request at shutdown is enough to know."""
+        if self._timed_out_at >= started:
+            why = "the engine timed out at shutdown"
+        elif _left(end) == 0:
+            why = "no time left before the shutdown deadline"
+        else:
+            self._flush(final=True, timeout_s=_left(end))
+            return
+        memories, users = self._queued()
+        _report_lost(memories, users, why)
+
+    def _queued(self) -> tuple[int, int]:
+        """(memories, users) waiting, with those of a flush under way."""
+        with self._lock:
+            return (
+                len(self._recalls) + self._writing[0],
+                len(self._active) + self._writing[1],
+            )
+
+
+def _left(end: float) -> float:
+    return max(end - time.monotonic(), 0.0)
+
+
+def _report_lost(memories: int, users: int, why: str) -> None:
+    if memories or users:
+        log.warning(
+            "reinforcement of %d memories and the activity of %d users not written at shutdown "
+            "(%s)",
+            memories,
+            users,
+            why,
+        )
 
 
 def _run(ref: weakref.ref[Reinforcer], stop: threading.Event, period: float) -> None:

@@ -15,14 +15,15 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.datastructures import Headers
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
 from kemem_es.server import dashboard, routes_memories, routes_query
-from kemem_es.server.auth import Access, KeyRing, authenticate
-from kemem_es.server.errors import error_body, error_response, install_handlers
+from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
+from kemem_es.server.errors import error_response, hide_engine, install_handlers, refusal
 from kemem_es.server.metrics import Metrics
 
 log = logging.getLogger("kemem_es.server")
@@ -30,27 +31,47 @@ log = logging.getLogger("kemem_es.server")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
+# The whole request body must arrive within this long: a stalled one gets 408 and gives back
+# its in-flight slot (uvicorn has no such deadline; the socket could hold the slot for hours).
+BODY_DEADLINE_S = 15.0
+
+
+class _TooLarge(Exception):
+    pass
+
+
 class BodyLimit:
-    """413 for a body over ``max_bytes`` (by Content-Length, or counted when chunked)."""
+    """413 for a body over ``max_bytes`` (by Content-Length, or counted as it comes); 408 for
+    one not all there within ``deadline_s``; then the route gets the body read here."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, deadline_s: float = BODY_DEADLINE_S) -> None:
+        self.app, self.max_bytes, self.deadline_s = app, max_bytes, deadline_s
 
-    async def _reject(self, send: Send) -> None:
-        body = JSONResponse(
-            error_body("too_large", f"request body over {self.max_bytes} bytes"), 413
-        ).body
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The body, or None when the client went away first."""
+        chunks, seen, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
+                raise _TooLarge
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, status: int) -> None:
+        """413, 408 or 400 (gone) with the connection closed: the rest of the body is unread."""
+        if status == 413:
+            resp = refusal(413, "too_large", f"request body over {self.max_bytes} bytes")
+        elif status == 408:
+            msg = f"the request body did not arrive within {self.deadline_s:g} s"
+            resp = refusal(408, "body_timeout", msg)
+        else:
+            resp = refusal(400, "incomplete_body", "the client left before its body came")
+        await resp(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,25 +79,20 @@ class BodyLimit:
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await self._reject(send)
+            await self._refuse(scope, receive, send, 413)
             return
-        if length is not None:  # the HTTP server holds the body to its Content-Length
-            await self.app(scope, receive, send)
+        try:
+            body = await asyncio.wait_for(self._read(receive), self.deadline_s)
+        except _TooLarge:
+            await self._refuse(scope, receive, send, 413)
             return
-        # Chunked: read it all (at most max_bytes), then hand it on.
-        chunks, seen, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.max_bytes:
-                await self._reject(send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks)}]
+        except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
+            await self._refuse(scope, receive, send, 408)
+            return
+        if body is None:
+            await self._refuse(scope, receive, send, 400)
+            return
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replayed() -> Message:
             return replay.pop() if replay else await receive()
@@ -144,6 +160,28 @@ class InflightLimit:
             self.inflight -= 1
 
 
+class JsonBodies:
+    """415 for a POST, PUT or PATCH without ``Content-Type: application/json`` (every body this
+    server takes is JSON). A web page may send any other type, or none, to another origin
+    without a CORS preflight, and FastAPI before 0.132 read a body without one as JSON: a
+    keyless loopback server would act on it. Checked here, not left to the framework."""
+
+    METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in self.METHODS:
+            ctype = Headers(scope=scope).get("content-type", "")
+            if ctype.split(";", 1)[0].strip().lower() != "application/json":
+                msg = "send the body as JSON, with Content-Type: application/json"
+                resp = refusal(415, "unsupported_media_type", msg, "Content-Type")
+                await resp(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(
     kemem: AsyncKemem | None = None, settings: Settings | None = None, close: bool | None = None
 ) -> FastAPI:
@@ -176,12 +214,19 @@ def create_app(
     app.state.metrics = Metrics()
     app.state.metrics.count_extraction_failures(lambda: km.extraction_failures)
     install_handlers(app)
-    # Inside the request log: a 413 or 429 is logged and carries a request id like any answer.
+    # Inside the request log, so every refusal is logged and carries a request id. From the
+    # outside in: Host (no keys) or key, Content-Type, in-flight slots, the body. What the
+    # headers alone refuse never takes a slot; a slot is held while the body comes, at most
+    # BODY_DEADLINE_S.
     app.add_middleware(BodyLimit, max_bytes=cfg.server_max_body_bytes)
     app.add_middleware(
         InflightLimit, limit=cfg.server_max_inflight, on_reject=app.state.metrics.overloaded
     )
-    if not app.state.keyring.enabled:  # a key is what a rebinding page cannot send
+    app.add_middleware(JsonBodies)
+    if app.state.keyring.enabled:
+        docs = (app.docs_url, app.redoc_url, app.openapi_url, app.swagger_ui_oauth2_redirect_url)
+        app.add_middleware(KeyCheck, ring=app.state.keyring, public=docs)
+    else:  # a key is what a rebinding page cannot send
         app.add_middleware(HostCheck, allowed=cfg.server_allowed_hosts)
 
     @app.middleware("http")
@@ -226,7 +271,9 @@ def create_app(
             reason = f"the engine did not answer within {cfg.query_timeout_s:g} s"
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         except Exception as exc:  # any failure to reach the engine is "not ready"
-            reason = str(exc).split("\n")[0][:300] or type(exc).__name__
+            reason = (
+                hide_engine(str(exc).split("\n")[0], km.settings.url)[:300] or type(exc).__name__
+            )
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         if state["missing"]:
             reason = f"indices missing: {', '.join(state['missing'])} (run `kemem-es init`)"

@@ -4,6 +4,8 @@ traceback. Kemem's error tree maps onto status codes here, once."""
 from __future__ import annotations
 
 import logging
+import re
+import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +31,31 @@ log = logging.getLogger("kemem_es.server")
 # FastAPI's 400 for a body that json.loads could not even finish (nested past the recursion
 # limit, not UTF-8); a body that is merely not JSON is a RequestValidationError instead.
 _UNPARSABLE_BODY = "There was an error parsing the body"
+
+
+# What stands for the engine's address in an answer (the log keeps the address).
+ENGINE = "<engine>"
+# Addresses as the clients' errors quote them, most specific first: a socket's ('host', port),
+# urllib3's host='…', port=…, a bracketed IPv6 address, a URL, an IPv4 address.
+_ADDRESSES = re.compile(
+    r"\(\s*'[^']*'\s*,\s*\d+[^)]*\)"
+    r"|\bhost='[^']*'(?:,\s*port=\d+)?"
+    r"|\[[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*\](?::\d+)?"
+    r"|\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]]+"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"
+)
+
+
+def hide_engine(text: str, engine_url: str | None) -> str:
+    """``text`` without the engine's address (its URL, host and port, any IP address or URL):
+    an answer goes to key holders and chat clients, who have no business knowing where the
+    engine runs. The library's own messages (and the server's log) keep it."""
+    text = _ADDRESSES.sub(ENGINE, text)
+    host = urllib.parse.urlsplit(engine_url).hostname if engine_url else None
+    if host:  # a name, not an address (those went above)
+        name = rf"(?<![\w.-]){re.escape(host)}(?::\d+)?(?![\w-])"
+        text = re.sub(name, ENGINE, text, flags=re.IGNORECASE)
+    return text
 
 
 class ApiError(Exception):
@@ -61,6 +88,16 @@ def error_response(
     return JSONResponse(error_body(code, message, field, **extra), status_code=status)
 
 
+def refusal(
+    status: int, code: str, message: str, field: str | None = None, **extra: Any
+) -> JSONResponse:
+    """An error answered before the request's body was read: the connection is closed after
+    it, so the unread rest of the body is never taken for the next request."""
+    resp = error_response(status, code, message, field, **extra)
+    resp.headers["Connection"] = "close"
+    return resp
+
+
 def _field_of(loc: Sequence[object]) -> str:
     """``("body", "limit")`` → ``limit``; ``("query", "cursor")`` → ``cursor``; ``("body",)``
     (no body at all) → ``body``. Only the first item says where: /query's body field
@@ -71,26 +108,28 @@ def _field_of(loc: Sequence[object]) -> str:
     return ".".join(parts) or "body"
 
 
-def kemem_error_response(exc: KememError) -> JSONResponse:
+def kemem_error_response(exc: KememError, engine_url: str | None = None) -> JSONResponse:
+    """The status and code of ``exc``, with its message less the engine's address."""
+    msg = hide_engine(str(exc), engine_url)
     if isinstance(exc, InvalidInput):
         extra = {"problems": exc.problems[:20]} if len(exc.problems) > 1 else {}
-        return error_response(422, "invalid_input", str(exc), exc.field, **extra)
+        return error_response(422, "invalid_input", msg, exc.field, **extra)
     if isinstance(exc, NotFound):
-        return error_response(404, "not_found", str(exc))
+        return error_response(404, "not_found", msg)
     if isinstance(exc, ConcurrentChange):  # other writers kept winning: worth a retry soon
-        resp = error_response(409, "conflict", str(exc))
+        resp = error_response(409, "conflict", msg)
         resp.headers["Retry-After"] = "1"
         return resp
     if isinstance(exc, EngineUnavailable):
-        return error_response(503, "engine_unavailable", str(exc))
+        return error_response(503, "engine_unavailable", msg)
     if isinstance(exc, ExtractorNotConfigured):  # no upstream to blame: the request asks
         # for what this deployment lacks; the caller can drop infer (not a 502 to retry)
-        return error_response(422, "not_configured", str(exc), "infer")
+        return error_response(422, "not_configured", msg, "infer")
     if isinstance(exc, ExtractionError):
-        return error_response(502, "extraction_failed", str(exc))
+        return error_response(502, "extraction_failed", msg)
     if isinstance(exc, MappingConflict):
-        return error_response(409, "mapping_conflict", str(exc))
-    return error_response(500, "kemem_error", str(exc))
+        return error_response(409, "mapping_conflict", msg)
+    return error_response(500, "kemem_error", msg)
 
 
 def _unparsable_body(why: str) -> JSONResponse:
@@ -118,8 +157,8 @@ def install_handlers(app: FastAPI) -> None:
         return error_response(422, "invalid_input", "input nested too deeply")
 
     @app.exception_handler(KememError)
-    async def _kemem(_: Request, exc: KememError) -> JSONResponse:
-        return kemem_error_response(exc)
+    async def _kemem(request: Request, exc: KememError) -> JSONResponse:
+        return kemem_error_response(exc, request.app.state.kemem.settings.url)
 
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
@@ -135,5 +174,6 @@ def install_handlers(app: FastAPI) -> None:
     for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: translated here
 
         @app.exception_handler(cls)
-        async def _client(_: Request, exc: Exception) -> JSONResponse:
-            return kemem_error_response(translate_client_error(exc, "search engine"))
+        async def _client(request: Request, exc: Exception) -> JSONResponse:
+            error = translate_client_error(exc, "search engine")
+            return kemem_error_response(error, request.app.state.kemem.settings.url)

@@ -13,6 +13,7 @@ from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import QueryResponse
 from kemem_es.server.auth import Access, authenticate
+from kemem_es.server.errors import hide_engine
 
 log = logging.getLogger("kemem_es.server")
 router = APIRouter(tags=["query"])
@@ -48,6 +49,8 @@ async def _run(
     )
     if resp.additional_info.degraded:
         request.app.state.metrics.degraded()
+        info = resp.additional_info  # the reason goes to chat clients: not where the engine is
+        info.degraded_reason = hide_engine(info.degraded_reason or "", km.settings.url)
         # ``engine_unavailable``: nothing searched; ``index_missing``: answered from the rest
         searched = "search_events" in resp.additional_info.timings_ms
         code = "index_missing" if searched else "engine_unavailable"
