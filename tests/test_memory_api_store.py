@@ -235,7 +235,7 @@ def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monke
 
     def delete_sources(self, scope, rows, *args, **kwargs):
         if not calls:  # after the first page was read: change what is not deleted yet
-            listed = {src["id"] for _, src in rows}
+            listed = {row.memory_id for row in rows}
             for mid in [f"m{i}" for i in range(20) if f"m{i}" not in listed]:
                 kemem.update(mid, {"metadata": {"touched": True}}, **A)
             kemem.add("新的一件事：木木去看海", **A, refresh=True, dedup=False)
