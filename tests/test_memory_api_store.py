@@ -4,6 +4,7 @@ forgetting what was deleted (by kind, by filter), malformed paging cursors."""
 from __future__ import annotations
 
 import base64
+import logging
 
 import pytest
 
@@ -220,6 +221,51 @@ def test_a_listing_goes_on_when_its_point_in_time_is_gone(kemem) -> None:
         page = kemem.get_all(**A, limit=5, cursor=page.next_cursor)
         seen += [m.id for m in page.results]
     assert sorted(seen) == sorted(f"m{i}" for i in range(12))
+
+
+def _open_contexts(km) -> int:
+    """The engine's open point-in-time contexts (one per shard a point in time covers)."""
+    resp = km.engine.client.nodes.stats(metric="indices", index_metric="search")
+    searches = [node["indices"]["search"] for node in resp["nodes"].values()]
+    # OpenSearch counts them apart; Elasticsearch among its open search contexts.
+    return sum(s.get("point_in_time_current", s.get("open_contexts", 0)) for s in searches)
+
+
+def test_abandoned_listings_hold_few_points_in_time_briefly(kemem, monkeypatch, caplog) -> None:
+    """A listing nobody finishes (a dashboard's first page, a client that reads one page)
+    never closes its point in time: each held an engine context for 10 minutes, and 150 first
+    pages used up the cluster's limit of 300. This process holds at most PIT_MAX_OPEN, each
+    kept alive 2 minutes; past that a listing pages the live indices, with no WARNING each."""
+    from kemem_es.store import crud
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(i)} for i in range(6)], "events")
+    monkeypatch.setattr(crud, "PIT_MAX_OPEN", 3)
+    monkeypatch.setattr(crud, "PITS", crud.PitBudget())
+    keep_alives: list[str] = []
+    real_open = kemem.engine.open_pit
+
+    def open_pit(index: str, keep_alive: str, routing: str | None = None) -> str:
+        keep_alives.append(keep_alive)
+        return real_open(index, keep_alive, routing)
+
+    monkeypatch.setattr(kemem.engine, "open_pit", open_pit)
+    before = _open_contexts(kemem)
+    with caplog.at_level(logging.DEBUG, logger="kemem_es.store.crud"):
+        firsts = [kemem.get_all(**A, limit=2) for _ in range(8)]  # each abandoned at page 1
+    assert [bool(decode_cursor(p.next_cursor).pit) for p in firsts] == [True] * 3 + [False] * 5
+    assert crud.PITS.held() == 3 and keep_alives == ["120s"] * 3
+    held = _open_contexts(kemem) - before
+    assert 3 <= held <= 3 * 2  # both kinds' indices, one routed shard each
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    # Past the budget a listing still lists each memory once, from the live indices.
+    assert sorted(_listed(kemem, 2)) == sorted(f"m{i}" for i in range(6))
+    # A listing that ends gives its point in time back at once.
+    page = firsts[0]
+    while page.next_cursor:
+        page = kemem.get_all(**A, limit=2, cursor=page.next_cursor)
+    assert crud.PITS.held() == 2 and _open_contexts(kemem) - before == held * 2 // 3
+    assert decode_cursor(kemem.get_all(**A, limit=2).next_cursor).pit  # a slot is free again
 
 
 def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monkeypatch) -> None:

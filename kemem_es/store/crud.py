@@ -12,6 +12,8 @@ import base64
 import json
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,9 +61,14 @@ LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is 
 _UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
 _PIT = re.compile(r"[A-Za-z0-9+/=_-]{1,3000}")  # a point-in-time id: base64 of either engine
 MAX_CURSOR = 4200
-# A listing's point in time lives this long after each page; a cursor used later goes on from
-# the live indices (see ``Crud.page``).
-PIT_KEEP_ALIVE = "10m"
+# A listing's point in time lives this long after each page: time to ask for the next one, not
+# much more, since a listing nobody finishes holds its engine context until then. A cursor used
+# later goes on from the live indices (see ``Crud.page``).
+PIT_KEEP_ALIVE_S = 120
+# Points in time this process holds open at once; beyond it a listing pages the live indices.
+# The engine's limit is cluster-wide (OpenSearch's search.max_open_pit_context: 300), shared
+# with every other process and application: abandoned listings must not use it up.
+PIT_MAX_OPEN = 32
 LISTING_SORT = [
     {"updatetime": {"order": "desc", "missing": "_last"}},
     {UID_FIELD: {"order": "asc"}},
@@ -145,6 +152,56 @@ def decode_cursor(cursor: str) -> Cursor:
     return Cursor(after, pit)
 
 
+class PitBudget:
+    """The points in time this process holds open, each until its keep-alive passes unused
+    (a listing abandoned after its first page is never closed): at most ``PIT_MAX_OPEN``. No
+    engine call is made under the lock (an async verb's greenlet may switch during one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, float] = {}  # point-in-time id → when its keep-alive passes
+        self._reserved = 0  # being opened now
+
+    def reserve(self) -> bool:
+        """A slot for a point in time about to be opened; False when all are taken."""
+        with self._lock:
+            now = time.monotonic()
+            self._held = {pit: end for pit, end in self._held.items() if end > now}
+            if len(self._held) + self._reserved >= PIT_MAX_OPEN:
+                return False
+            self._reserved += 1
+            return True
+
+    def opened(self, pit: str | None) -> None:
+        """The reserved slot's outcome: the point in time opened, or None (refused)."""
+        with self._lock:
+            self._reserved -= 1
+            if pit is not None:
+                self._held[pit] = time.monotonic() + PIT_KEEP_ALIVE_S
+
+    def kept(self, pit: str, now_as: str) -> None:
+        """A page read ``pit``, which lives on as ``now_as`` (Elasticsearch may change the id)."""
+        with self._lock:
+            self._held.pop(pit, None)
+            self._held[now_as] = time.monotonic() + PIT_KEEP_ALIVE_S
+
+    def closed(self, pit: str) -> None:
+        with self._lock:
+            self._held.pop(pit, None)
+
+    def held(self) -> int:
+        with self._lock:
+            now = time.monotonic()
+            return sum(end > now for end in self._held.values()) + self._reserved
+
+
+PITS = PitBudget()  # one per process: the engine's limit does not care which Kemem opened them
+
+
+def _keep_alive() -> str:
+    return f"{PIT_KEEP_ALIVE_S}s"
+
+
 class Crud:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -189,7 +246,13 @@ class Crud:
         sets updatetime to now: on the live indices a memory updated before the cursor reached
         it would move ahead of the cursor and never be listed. So each memory of the scope as
         it was at the first page comes exactly once, in that version. Where there is no point
-        in time (expired, refused), the listing goes on from the live indices."""
+        in time (expired, refused), the listing goes on from the live indices.
+
+        Points in time are engine contexts with a cluster-wide limit, and a listing nobody
+        finishes (a dashboard's first page, a client that reads one page) never says so. So a
+        point in time is opened only when a second page may follow, closed with the last page,
+        kept alive ``PIT_KEEP_ALIVE_S`` after each page (not minutes more), and this process
+        holds at most ``PIT_MAX_OPEN`` at once: past that, listings page the live indices."""
         if not 1 <= limit <= PAGE_MAX:
             raise InvalidInput(f"limit: must be 1–{PAGE_MAX}", field="limit")
         after = decode_cursor(cursor) if cursor else None
@@ -227,30 +290,40 @@ class Crud:
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
     def _open_pit(self, indices: str, scope: Scope) -> str | None:
-        """A point in time for a listing; None where the engine will not open one (too many
-        open, too old): the listing then pages the live indices."""
+        """A point in time for a listing; None where this process holds ``PIT_MAX_OPEN``
+        already (an expected state under many listings: debug only) or the engine will not
+        open one (too many open, too old): the listing then pages the live indices."""
+        if not PITS.reserve():
+            log.debug("listing memories without a point in time: %d held", PIT_MAX_OPEN)
+            return None
+        pit = None
         try:
             with engine_errors("opening a point in time"):
-                return self.engine.open_pit(indices, PIT_KEEP_ALIVE, scope.routing)
+                pit = self.engine.open_pit(indices, _keep_alive(), scope.routing)
         except KememError as exc:
             log.warning("listing memories without a point in time: %s", exc)
-            return None
+        finally:
+            PITS.opened(pit)
+        return pit
 
     def _pit_page(
         self, pit: str | None, body: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], str] | None:
         """The hits and the point in time to go on with; None when it is gone (kept alive
-        ``PIT_KEEP_ALIVE`` after each page) or unusable."""
+        ``PIT_KEEP_ALIVE_S`` after each page) or unusable (then it stays counted in ``PITS``
+        until its keep-alive passes: it may still be open)."""
         if pit is None:
             return None
         try:
             with engine_errors("listing memories"):
-                resp = self.engine.search_pit(pit, PIT_KEEP_ALIVE, body)
+                resp = self.engine.search_pit(pit, _keep_alive(), body)
             hits = check_shards(resp, "listing memories")["hits"]["hits"]
         except KememError as exc:
             log.info("listing memories from the live indices: the point in time is gone (%s)", exc)
             return None
-        return list(hits), str(resp.get("pit_id") or pit)
+        now_as = str(resp.get("pit_id") or pit)
+        PITS.kept(pit, now_as)
+        return list(hits), now_as
 
     def _close_pit(self, pit: str | None) -> None:
         """A finished listing's point in time, released now rather than when it expires."""
@@ -259,8 +332,10 @@ class Crud:
         try:
             with engine_errors("closing a point in time"):
                 self.engine.close_pit(pit)
-        except KememError as exc:  # it expires anyway
+        except KememError as exc:  # it expires anyway (and stays counted until then)
             log.info("closing a point in time: %s", exc)
+        else:
+            PITS.closed(pit)
 
     def count(
         self,
