@@ -10,7 +10,13 @@ import pytest
 
 from kemem_es.errors import InvalidInput
 from kemem_es.store import history
-from kemem_es.store.crud import ConcurrentChange, Cursor, decode_cursor, encode_cursor
+from kemem_es.store.crud import (
+    ConcurrentChange,
+    Cursor,
+    decode_cursor,
+    encode_cursor,
+    listing_key,
+)
 from kemem_es.store.scope import Scope
 
 pytestmark = pytest.mark.engine
@@ -154,6 +160,7 @@ BAD_CURSORS = [
     '{"a":[1700000000000,"' + "a" * 40 + '",7]}',  # a tiebreaker belongs to a point in time
     '{"a":[1700000000000,"' + "a" * 40 + '"],"p":"not a pit id!"}',
     '{"a":[1700000000000,"' + "a" * 40 + '"],"x":1}',
+    '{"a":[1700000000000,"' + "a" * 40 + '"],"l":"not a listing"}',
 ]
 
 
@@ -170,13 +177,65 @@ def test_cursors_of_every_kind_of_page_decode() -> None:
     accepted back unchanged."""
     uid = Scope.of(**A).doc_id("m1")
     pit = "85S6QQEHcGl0dGVzdBYtWUZjNGhGVFRiR1piQWhBd25WWVdBARYy+/_-=="
+    listing = listing_key(Scope.of(**A), "events", {"place": "家"})
     for values in ([1_700_000_000_000, uid], [-(2**63), uid], [0, uid]):
         assert decode_cursor(encode_cursor(Cursor(values))) == Cursor(values)
         assert decode_cursor(encode_cursor(Cursor(values, pit))) == Cursor(values, pit)
-    with_tiebreak = Cursor([0, uid, 12], pit)  # Elasticsearch's implicit _shard_doc
+        with_listing = Cursor(values, pit, listing)
+        assert decode_cursor(encode_cursor(with_listing)) == with_listing
+    with_tiebreak = Cursor([0, uid, 12], pit, listing)  # Elasticsearch's implicit _shard_doc
     assert decode_cursor(encode_cursor(with_tiebreak)) == with_tiebreak
     # The older form, the bare sort values, still works.
     assert decode_cursor(_b64(f'[0,"{uid}"]')) == Cursor([0, uid])
+
+
+def _both_kinds(km) -> None:
+    km.init()
+    km.index_records([{**A, **_event(i)} for i in range(3)], "events")
+    entities = [
+        {**A, **ENTITY, "id": f"e{i}", "description": f"木木喜欢第{i}种花"} for i in range(3)
+    ]
+    km.index_records(entities, "entities")
+
+
+def test_a_cursor_belongs_to_its_listing(kemem) -> None:
+    """A point in time covers its first page's kinds: an events cursor passed with
+    kind=entities went on listing events (and with no point in time, entities: the answer
+    depended on engine state). Another scope, database or filter paged nonsense silently."""
+    _both_kinds(kemem)
+    first = kemem.get_all(**A, kind="events", limit=1)
+    assert decode_cursor(first.next_cursor).pit  # the case that listed the wrong kind
+    others = [
+        {**A, "kind": "entities"},
+        {**A},  # both kinds
+        {**B, "kind": "events"},
+        {"agent_id": "qiyu", "db": "official", "kind": "events"},
+        {**A, "kind": "events", "filters": {"place": "家"}},
+        {**A, "kind": "events", "session_id": "s1"},
+    ]
+    for other in others:
+        with pytest.raises(InvalidInput, match="cursor: not from this listing") as exc:
+            kemem.get_all(**other, limit=5, cursor=first.next_cursor)
+        assert exc.value.field == "cursor", other
+    # The same listing goes on, whatever the page size.
+    rest = kemem.get_all(**A, kind="events", limit=5, cursor=first.next_cursor)
+    assert [m.kind for m in rest.results] == ["events", "events"] and rest.next_cursor is None
+    # Filters are the same listing in any key order.
+    flt = {"place": {"exists": False}, "strength": {"gte": 0}}
+    page = kemem.get_all(**A, filters=flt, limit=1)
+    again = dict(reversed(flt.items()))
+    assert len(kemem.get_all(**A, filters=again, limit=9, cursor=page.next_cursor).results) == 5
+
+
+def test_an_older_cursor_pages_this_requests_listing(kemem) -> None:
+    """A cursor of the form before cursors named their listing: its point in time may be of
+    another kind, so it goes on from the live indices, which this request selects."""
+    _both_kinds(kemem)
+    first = kemem.get_all(**A, kind="events", limit=1)
+    old = decode_cursor(first.next_cursor)
+    older = encode_cursor(Cursor(old.after, old.pit))
+    page = kemem.get_all(**A, kind="entities", limit=5, cursor=older)
+    assert {m.kind for m in page.results} <= {"entities"}
 
 
 def _listed(km, limit: int, between=lambda: None) -> list[str]:
@@ -301,6 +360,17 @@ def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
     for raw in BAD_CURSORS[:3]:
         r = c.get("/v1/memories", params={**A, "cursor": _b64(raw)})
         assert error_of(r, 422)["field"] == "cursor"
+
+
+def test_a_cursor_of_another_listing_over_http_is_422(kemem) -> None:
+    from test_server import client, error_of
+
+    _both_kinds(kemem)
+    c = client(kemem)
+    first = c.get("/v1/memories", params={**A, "kind": "events", "limit": 1}).json()
+    r = c.get("/v1/memories", params={**A, "kind": "entities", "cursor": first["next_cursor"]})
+    err = error_of(r, 422)
+    assert err["field"] == "cursor" and err["message"] == "cursor: not from this listing"
 
 
 def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -> None:

@@ -9,6 +9,7 @@ concurrent update is never overwritten unseen.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import re
@@ -60,6 +61,7 @@ FORGET_IDS = 5000  # memory ids per history delete (well under the engine's term
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is LONG_MIN)
 _UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
 _PIT = re.compile(r"[A-Za-z0-9+/=_-]{1,3000}")  # a point-in-time id: base64 of either engine
+_LISTING = re.compile(r"[0-9a-f]{16}")  # listing_key
 MAX_CURSOR = 4200
 # A listing's point in time lives this long after each page: time to ask for the next one, not
 # much more, since a listing nobody finishes holds its engine context until then. A cursor used
@@ -109,15 +111,26 @@ def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
 @dataclass(frozen=True)
 class Cursor:
     """Where a listing goes on: the last row's sort values (``LISTING_SORT``; with a point in
-    time on Elasticsearch, its implicit shard-order tiebreaker too) and the listing's point in
-    time, if it has one."""
+    time on Elasticsearch, its implicit shard-order tiebreaker too), the listing's point in
+    time, if it has one, and which listing it is (``listing_key``; None in an older cursor)."""
 
     after: list[Any]
     pit: str | None = None
+    listing: str | None = None
+
+
+def listing_key(scope: Scope, kind: MemoryKind | None, filters: Mapping[str, Any] | None) -> str:
+    """What a listing is (its scope, kinds and filters), in a cursor: a point in time covers the
+    indices of its first page's kind, and sort values mean nothing in another listing, so a
+    cursor used with other parameters would page the wrong kind or skip memories unseen."""
+    what = [scope.db, scope.agent_id, scope.user_id, list(_kinds(kind)), filters or {}]
+    text = json.dumps(what, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def encode_cursor(cursor: Cursor) -> str:
     data: dict[str, Any] = {"a": cursor.after} | ({"p": cursor.pit} if cursor.pit else {})
+    data |= {"l": cursor.listing} if cursor.listing else {}
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
 
@@ -135,9 +148,9 @@ def decode_cursor(cursor: str) -> Cursor:
         raise bad from None
     if isinstance(data, list):
         data = {"a": data}
-    if not isinstance(data, dict) or not {"a"} <= data.keys() <= {"a", "p"}:
+    if not isinstance(data, dict) or not {"a"} <= data.keys() <= {"a", "p", "l"}:
         raise bad
-    after, pit = data["a"], data.get("p")
+    after, pit, listing = data["a"], data.get("p"), data.get("l")
     if not isinstance(after, list) or len(after) not in (2, 3) or (len(after) == 3 and not pit):
         raise bad
     millis, uid, *tiebreak = after
@@ -149,7 +162,21 @@ def decode_cursor(cursor: str) -> Cursor:
         raise bad
     if pit is not None and (not isinstance(pit, str) or not _PIT.fullmatch(pit)):
         raise bad
-    return Cursor(after, pit)
+    if listing is not None and (not isinstance(listing, str) or not _LISTING.fullmatch(listing)):
+        raise bad
+    return Cursor(after, pit, listing)
+
+
+def resume(after: Cursor, listing: str) -> Cursor:
+    """Where a decoded cursor goes on in the listing ``listing``; InvalidInput naming
+    ``cursor`` when it was made for another listing. An older cursor, which does not say, goes
+    on from the live indices, which this request's scope, kinds and filters select, not from
+    its point in time."""
+    if after.listing is None:
+        return Cursor(after.after[:2])
+    if after.listing != listing:
+        raise InvalidInput("cursor: not from this listing", field="cursor")
+    return after
 
 
 class PitBudget:
@@ -264,6 +291,8 @@ class Crud:
             "track_total_hits": False,
         }
         indices = ",".join(self.alias(scope, k) for k in _kinds(kind))
+        listing = listing_key(scope, kind, filters)
+        after = resume(after, listing) if after else None
         got = None
         if after is None:
             hits = self._live_page(indices, body, scope)
@@ -282,7 +311,7 @@ class Crud:
             self._close_pit(pit)
             return out, None
         last = hits[-1]["sort"]
-        return out, encode_cursor(Cursor(last if pit else last[:2], pit))
+        return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
         with engine_errors("listing memories"):
