@@ -352,6 +352,42 @@ def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monke
     assert kemem.count(**A) == 0
 
 
+def test_a_history_read_refreshes_the_history_only_after_this_process_wrote(
+    kemem, monkeypatch
+) -> None:
+    """Every history read refreshed the history index, which all scopes share: any API key
+    could force refreshes at request rate. A read refreshes it only when this process wrote
+    history since its last refresh, so a change is in the history read right after it, in
+    any Kemem of the process."""
+    from kemem_es import Kemem
+    from kemem_es.store.layout import history_alias
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    alias = history_alias(kemem.settings.index_prefix)
+    refreshed: list[str] = []
+    real = kemem.engine.refresh
+
+    def refresh(index: str, *args: float | None) -> None:
+        refreshed.append(index)
+        real(index, *args)
+
+    monkeypatch.setattr(kemem.engine, "refresh", refresh)
+    kemem.update("m1", "第1件事：木木在画廊加班到深夜", **A)  # not refreshed
+    refreshed.clear()
+    assert [e.event for e in kemem.history("m1", **A)] == ["ADD", "UPDATE"]
+    assert refreshed == [alias]
+    for _ in range(3):
+        kemem.history("m1", **A)
+    assert refreshed == [alias]  # nothing written since: no refresh
+    kemem.delete("m1", **A)
+    other = Kemem(kemem.settings)  # another instance of this process (its own engine client)
+    try:
+        assert [e.event for e in other.history("m1", **A)] == ["ADD", "UPDATE", "DELETE"]
+    finally:
+        other.close()
+
+
 def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
     from test_server import client, error_of
 

@@ -25,6 +25,7 @@ from kemem_es.engine.client import (
     Engine,
     check_bulk,
     check_shards,
+    deadline,
     engine_errors,
     is_refusal,
     type_and_reason,
@@ -381,16 +382,17 @@ class Crud:
     def history(
         self, scope: Scope, memory_id: str, limit: int = history.LIMIT
     ) -> list[HistoryEntry]:
-        """The newest ``limit`` changes of a memory, oldest first."""
+        """The newest ``limit`` changes of a memory, oldest first. This process's own changes
+        are always in it (``history.refresh_if_written``); the refresh and the search share the
+        query deadline, so a hung engine fails the read in that time, not the write timeout."""
         memory_id = checked_id(memory_id, "memory_id")
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise InvalidInput(f"limit: must be a whole number, not {limit!r}", field="limit")
         if not 1 <= limit <= history.LIMIT_MAX:
             raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
         body = history.query(scope, memory_id, limit)
-        with engine_errors("reading history"):
-            # History is read rarely and right after changes: make every entry visible first.
-            self.engine.refresh(history_alias(self.prefix))
+        with engine_errors("reading history"), deadline(self.engine.settings.query_timeout_s):
+            history.refresh_if_written(self.engine, self.engine.read_timeout)
             resp = self.engine.search(history_alias(self.prefix), body)
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
@@ -482,7 +484,7 @@ class Crud:
     def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
         """History entries, all or an error: a dropped entry is a change with no record."""
         with engine_errors(doing):
-            resp = self.engine.bulk(history.bulk_lines(self.prefix, entries))
+            resp = history.write(self.engine, entries)
         check_bulk(resp, doing)
 
     def delete_scope(
@@ -512,7 +514,7 @@ class Crud:
         with engine_errors("refreshing"):
             for k in kinds:
                 self.engine.refresh(self.alias(scope, k))
-            self.engine.refresh(history_alias(self.prefix))
+            history.refresh(self.engine)
 
     def delete_sources(
         self,
@@ -559,7 +561,10 @@ class Crud:
         """The matching memories, paged by engine id: the one sort key no write changes (by
         updatetime, a memory updated meanwhile moved ahead of the cursor and survived). Then
         again while a pass finds any (added meanwhile, or changed after it was listed: deleted
-        as it is now, so its history holds what was deleted), ``DELETE_PASSES`` times at most."""
+        as it is now, so its history holds what was deleted), ``DELETE_PASSES`` times at most.
+        Each pass's refresh is bounded like the reads it comes before (the query deadline): on a
+        hung engine a scope delete fails as fast as the rest of the Memory API, not after the
+        write timeout."""
         for k in _kinds(kind):
             body: dict[str, Any] = {
                 "size": DELETE_PAGE,
@@ -570,8 +575,8 @@ class Crud:
                 "seq_no_primary_term": True,
             }
             for _ in range(DELETE_PASSES):
-                with engine_errors("refreshing"):
-                    self.engine.refresh(self.alias(scope, k))
+                with engine_errors("refreshing"):  # bounded like the read it comes before
+                    self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
                 found = False
                 page = body
                 while True:
@@ -604,7 +609,7 @@ class Crud:
             ]
         )
         with engine_errors("refreshing"):
-            self.engine.refresh(history_alias(self.prefix))
+            history.refresh(self.engine)
         with engine_errors("forgetting history"):
             for ids in batches:
                 keep = [{"term": {"event": "FORGET"}}]
