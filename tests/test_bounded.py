@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from support import free_port
 from test_import_safety import Proxy
 
 from kemem_es import Kemem
@@ -42,5 +43,39 @@ def test_hung_or_stopped_engine_is_a_kemem_error_within_the_deadline(kemem) -> N
         with pytest.raises(EngineUnavailable):
             km.query("火锅", **A)
         assert time.monotonic() - t0 < 4
+    finally:
+        proxy.close()
+
+
+def test_history_scope_delete_and_statistics_fail_within_the_query_deadline(kemem) -> None:
+    """On a hung engine the Memory API failed within the query deadline but for three calls,
+    which waited for the 30 s write timeout: a history read (its refresh of the history
+    index), a confirmed scope delete (its refresh) and the dashboard's statistics (the
+    cluster's health)."""
+    kemem.init()
+    proxy = Proxy(int(kemem.settings.url.rsplit(":", 1)[1]), port=free_port())
+    settings = kemem.settings.model_copy(
+        update={"es_url": f"http://127.0.0.1:{proxy.port}", "query_timeout_s": 1.0}
+    )
+    km = Kemem(settings)
+    km.embedder = kemem.embedder
+    try:
+        added = km.add("木木吃了火锅", **A, dedup=False, refresh=True)[0]
+        km.flush()  # the user's activity, written now: nothing left for the flusher
+        assert [e.event for e in km.history(added.id, **A)] == ["ADD"]
+        km.update(added.id, "木木和小满吃了火锅", **A)  # history written: a read refreshes
+        assert km.stats().total == 1
+
+        proxy.hung = True
+        calls = {
+            "history": lambda: km.history(added.id, **A),
+            "delete_all": lambda: km.delete_all(**A),
+            "stats": km.stats,
+        }
+        for name, call in calls.items():
+            t0 = time.monotonic()
+            with pytest.raises(EngineUnavailable):
+                call()
+            assert time.monotonic() - t0 < 4, name
     finally:
         proxy.close()

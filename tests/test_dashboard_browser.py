@@ -325,3 +325,53 @@ def test_dashboard_in_a_browser(server: str, browser: Any) -> None:
         if e["level"] == "SEVERE" and "401" not in e["message"]
     ]
     assert severe == [], severe  # no script errors, no CSP violations
+
+
+@pytest.mark.engine
+def test_load_more_goes_on_with_the_listing_shown(server: str, browser: Any) -> None:
+    """ "Load more" used to send the listing's cursor with whatever the form said by then: kind
+    set to entities after an events listing appended more events (the cursor's point in time)
+    under the old rows, whose "open" and "delete" then used the new form's scope. After the form
+    changed it starts the form's listing instead."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    d = browser
+    d.get(f"{server}/dashboard")
+    d.execute_script("sessionStorage.setItem('kemem.dashboard.key', arguments[0])", KEY)
+    d.refresh()
+    d.find_element(By.ID, "tab-memories").click()
+    agent = d.find_element(By.ID, "mem-agent")
+    agent.clear()
+    agent.send_keys(AGENT)
+    user = d.find_element(By.ID, "mem-user")
+    user.clear()
+    user.send_keys(USER)
+    Select(d.find_element(By.ID, "mem-kind")).select_by_visible_text("events")
+    limit = d.find_element(By.ID, "mem-limit")
+    limit.clear()
+    limit.send_keys("2")
+
+    def rows(drv: Any) -> list[tuple[str, str]]:
+        """(id, kind) of the rows shown, read in one go (the table is rebuilt meanwhile)."""
+        script = (
+            "return [...document.querySelectorAll('#mem-table tbody tr[data-id]')]"
+            ".map((r) => [r.dataset.id, r.cells[0].textContent])"
+        )
+        return [tuple(row) for row in drv.execute_script(script)]
+
+    d.find_element(By.ID, "mem-list").click()
+    _wait(d, lambda drv: len(rows(drv)) == 2, "no first page")
+    d.find_element(By.ID, "mem-more").click()  # the same listing: the next page, appended
+    _wait(d, lambda drv: len(rows(drv)) == 4, "no second page")
+    listed = rows(d)
+    assert len({i for i, _ in listed}) == 4 and {k for _, k in listed} == {"events"}, listed
+
+    Select(d.find_element(By.ID, "mem-kind")).select_by_visible_text("entities")
+    d.find_element(By.ID, "mem-more").click()
+    _wait(
+        d,
+        lambda drv: len(rows(drv)) == 2 and {k for _, k in rows(drv)} == {"entities"},
+        "Load more after the form changed did not list entities afresh",
+    )
+    assert not d.find_element(By.ID, "error").is_displayed()

@@ -230,9 +230,10 @@ def test_batches_are_bounded_by_bytes(kemem) -> None:
 
 class Proxy:
     """A loopback TCP proxy in front of the real engine that drops every connection (as if the
-    engine died) once ``kill_after`` bulk requests have gone through."""
+    engine died) once ``kill_after`` bulk requests have gone through. It listens on ``port``
+    (0: any free one)."""
 
-    def __init__(self, target_port: int, kill_after: int = 10**9) -> None:
+    def __init__(self, target_port: int, kill_after: int = 10**9, port: int = 0) -> None:
         self.target = target_port
         self.kill_after = kill_after
         self.bulks = 0
@@ -241,7 +242,7 @@ class Proxy:
         self.live: list[socket.socket] = []  # every piped socket, cut when the proxy dies
         self.lock = threading.Lock()
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()

@@ -4,12 +4,19 @@ forgetting what was deleted (by kind, by filter), malformed paging cursors."""
 from __future__ import annotations
 
 import base64
+import logging
 
 import pytest
 
 from kemem_es.errors import InvalidInput
 from kemem_es.store import history
-from kemem_es.store.crud import ConcurrentChange, Cursor, decode_cursor, encode_cursor
+from kemem_es.store.crud import (
+    ConcurrentChange,
+    Cursor,
+    decode_cursor,
+    encode_cursor,
+    listing_key,
+)
 from kemem_es.store.scope import Scope
 
 pytestmark = pytest.mark.engine
@@ -153,6 +160,7 @@ BAD_CURSORS = [
     '{"a":[1700000000000,"' + "a" * 40 + '",7]}',  # a tiebreaker belongs to a point in time
     '{"a":[1700000000000,"' + "a" * 40 + '"],"p":"not a pit id!"}',
     '{"a":[1700000000000,"' + "a" * 40 + '"],"x":1}',
+    '{"a":[1700000000000,"' + "a" * 40 + '"],"l":"not a listing"}',
 ]
 
 
@@ -169,13 +177,65 @@ def test_cursors_of_every_kind_of_page_decode() -> None:
     accepted back unchanged."""
     uid = Scope.of(**A).doc_id("m1")
     pit = "85S6QQEHcGl0dGVzdBYtWUZjNGhGVFRiR1piQWhBd25WWVdBARYy+/_-=="
+    listing = listing_key(Scope.of(**A), "events", {"place": "家"})
     for values in ([1_700_000_000_000, uid], [-(2**63), uid], [0, uid]):
         assert decode_cursor(encode_cursor(Cursor(values))) == Cursor(values)
         assert decode_cursor(encode_cursor(Cursor(values, pit))) == Cursor(values, pit)
-    with_tiebreak = Cursor([0, uid, 12], pit)  # Elasticsearch's implicit _shard_doc
+        with_listing = Cursor(values, pit, listing)
+        assert decode_cursor(encode_cursor(with_listing)) == with_listing
+    with_tiebreak = Cursor([0, uid, 12], pit, listing)  # Elasticsearch's implicit _shard_doc
     assert decode_cursor(encode_cursor(with_tiebreak)) == with_tiebreak
     # The older form, the bare sort values, still works.
     assert decode_cursor(_b64(f'[0,"{uid}"]')) == Cursor([0, uid])
+
+
+def _both_kinds(km) -> None:
+    km.init()
+    km.index_records([{**A, **_event(i)} for i in range(3)], "events")
+    entities = [
+        {**A, **ENTITY, "id": f"e{i}", "description": f"木木喜欢第{i}种花"} for i in range(3)
+    ]
+    km.index_records(entities, "entities")
+
+
+def test_a_cursor_belongs_to_its_listing(kemem) -> None:
+    """A point in time covers its first page's kinds: an events cursor passed with
+    kind=entities went on listing events (and with no point in time, entities: the answer
+    depended on engine state). Another scope, database or filter paged nonsense silently."""
+    _both_kinds(kemem)
+    first = kemem.get_all(**A, kind="events", limit=1)
+    assert decode_cursor(first.next_cursor).pit  # the case that listed the wrong kind
+    others = [
+        {**A, "kind": "entities"},
+        {**A},  # both kinds
+        {**B, "kind": "events"},
+        {"agent_id": "qiyu", "db": "official", "kind": "events"},
+        {**A, "kind": "events", "filters": {"place": "家"}},
+        {**A, "kind": "events", "session_id": "s1"},
+    ]
+    for other in others:
+        with pytest.raises(InvalidInput, match="cursor: not from this listing") as exc:
+            kemem.get_all(**other, limit=5, cursor=first.next_cursor)
+        assert exc.value.field == "cursor", other
+    # The same listing goes on, whatever the page size.
+    rest = kemem.get_all(**A, kind="events", limit=5, cursor=first.next_cursor)
+    assert [m.kind for m in rest.results] == ["events", "events"] and rest.next_cursor is None
+    # Filters are the same listing in any key order.
+    flt = {"place": {"exists": False}, "strength": {"gte": 0}}
+    page = kemem.get_all(**A, filters=flt, limit=1)
+    again = dict(reversed(flt.items()))
+    assert len(kemem.get_all(**A, filters=again, limit=9, cursor=page.next_cursor).results) == 5
+
+
+def test_an_older_cursor_pages_this_requests_listing(kemem) -> None:
+    """A cursor of the form before cursors named their listing: its point in time may be of
+    another kind, so it goes on from the live indices, which this request selects."""
+    _both_kinds(kemem)
+    first = kemem.get_all(**A, kind="events", limit=1)
+    old = decode_cursor(first.next_cursor)
+    older = encode_cursor(Cursor(old.after, old.pit))
+    page = kemem.get_all(**A, kind="entities", limit=5, cursor=older)
+    assert {m.kind for m in page.results} <= {"entities"}
 
 
 def _listed(km, limit: int, between=lambda: None) -> list[str]:
@@ -222,6 +282,51 @@ def test_a_listing_goes_on_when_its_point_in_time_is_gone(kemem) -> None:
     assert sorted(seen) == sorted(f"m{i}" for i in range(12))
 
 
+def _open_contexts(km) -> int:
+    """The engine's open point-in-time contexts (one per shard a point in time covers)."""
+    resp = km.engine.client.nodes.stats(metric="indices", index_metric="search")
+    searches = [node["indices"]["search"] for node in resp["nodes"].values()]
+    # OpenSearch counts them apart; Elasticsearch among its open search contexts.
+    return sum(s.get("point_in_time_current", s.get("open_contexts", 0)) for s in searches)
+
+
+def test_abandoned_listings_hold_few_points_in_time_briefly(kemem, monkeypatch, caplog) -> None:
+    """A listing nobody finishes (a dashboard's first page, a client that reads one page)
+    never closes its point in time: each held an engine context for 10 minutes, and 150 first
+    pages used up the cluster's limit of 300. This process holds at most PIT_MAX_OPEN, each
+    kept alive 2 minutes; past that a listing pages the live indices, with no WARNING each."""
+    from kemem_es.store import crud
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(i)} for i in range(6)], "events")
+    monkeypatch.setattr(crud, "PIT_MAX_OPEN", 3)
+    monkeypatch.setattr(crud, "PITS", crud.PitBudget())
+    keep_alives: list[str] = []
+    real_open = kemem.engine.open_pit
+
+    def open_pit(index: str, keep_alive: str, routing: str | None = None) -> str:
+        keep_alives.append(keep_alive)
+        return real_open(index, keep_alive, routing)
+
+    monkeypatch.setattr(kemem.engine, "open_pit", open_pit)
+    before = _open_contexts(kemem)
+    with caplog.at_level(logging.DEBUG, logger="kemem_es.store.crud"):
+        firsts = [kemem.get_all(**A, limit=2) for _ in range(8)]  # each abandoned at page 1
+    assert [bool(decode_cursor(p.next_cursor).pit) for p in firsts] == [True] * 3 + [False] * 5
+    assert crud.PITS.held() == 3 and keep_alives == ["120s"] * 3
+    held = _open_contexts(kemem) - before
+    assert 3 <= held <= 3 * 2  # both kinds' indices, one routed shard each
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    # Past the budget a listing still lists each memory once, from the live indices.
+    assert sorted(_listed(kemem, 2)) == sorted(f"m{i}" for i in range(6))
+    # A listing that ends gives its point in time back at once.
+    page = firsts[0]
+    while page.next_cursor:
+        page = kemem.get_all(**A, limit=2, cursor=page.next_cursor)
+    assert crud.PITS.held() == 2 and _open_contexts(kemem) - before == held * 2 // 3
+    assert decode_cursor(kemem.get_all(**A, limit=2).next_cursor).pit  # a slot is free again
+
+
 def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monkeypatch) -> None:
     """Paged by updatetime, a memory updated before delete_all reached it moved ahead of the
     cursor and survived; one added meanwhile survived too."""
@@ -235,7 +340,7 @@ def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monke
 
     def delete_sources(self, scope, rows, *args, **kwargs):
         if not calls:  # after the first page was read: change what is not deleted yet
-            listed = {src["id"] for _, src in rows}
+            listed = {row.memory_id for row in rows}
             for mid in [f"m{i}" for i in range(20) if f"m{i}" not in listed]:
                 kemem.update(mid, {"metadata": {"touched": True}}, **A)
             kemem.add("新的一件事：木木去看海", **A, refresh=True, dedup=False)
@@ -247,6 +352,42 @@ def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monke
     assert kemem.count(**A) == 0
 
 
+def test_a_history_read_refreshes_the_history_only_after_this_process_wrote(
+    kemem, monkeypatch
+) -> None:
+    """Every history read refreshed the history index, which all scopes share: any API key
+    could force refreshes at request rate. A read refreshes it only when this process wrote
+    history since its last refresh, so a change is in the history read right after it, in
+    any Kemem of the process."""
+    from kemem_es import Kemem
+    from kemem_es.store.layout import history_alias
+
+    kemem.init()
+    kemem.index_records([{**A, **_event(1)}], "events")
+    alias = history_alias(kemem.settings.index_prefix)
+    refreshed: list[str] = []
+    real = kemem.engine.refresh
+
+    def refresh(index: str, *args: float | None) -> None:
+        refreshed.append(index)
+        real(index, *args)
+
+    monkeypatch.setattr(kemem.engine, "refresh", refresh)
+    kemem.update("m1", "第1件事：木木在画廊加班到深夜", **A)  # not refreshed
+    refreshed.clear()
+    assert [e.event for e in kemem.history("m1", **A)] == ["ADD", "UPDATE"]
+    assert refreshed == [alias]
+    for _ in range(3):
+        kemem.history("m1", **A)
+    assert refreshed == [alias]  # nothing written since: no refresh
+    kemem.delete("m1", **A)
+    other = Kemem(kemem.settings)  # another instance of this process (its own engine client)
+    try:
+        assert [e.event for e in other.history("m1", **A)] == ["ADD", "UPDATE", "DELETE"]
+    finally:
+        other.close()
+
+
 def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
     from test_server import client, error_of
 
@@ -255,6 +396,17 @@ def test_a_malformed_cursor_over_http_is_422(kemem) -> None:
     for raw in BAD_CURSORS[:3]:
         r = c.get("/v1/memories", params={**A, "cursor": _b64(raw)})
         assert error_of(r, 422)["field"] == "cursor"
+
+
+def test_a_cursor_of_another_listing_over_http_is_422(kemem) -> None:
+    from test_server import client, error_of
+
+    _both_kinds(kemem)
+    c = client(kemem)
+    first = c.get("/v1/memories", params={**A, "kind": "events", "limit": 1}).json()
+    r = c.get("/v1/memories", params={**A, "kind": "entities", "cursor": first["next_cursor"]})
+    err = error_of(r, 422)
+    assert err["field"] == "cursor" and err["message"] == "cursor: not from this listing"
 
 
 def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -> None:

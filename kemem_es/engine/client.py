@@ -348,8 +348,9 @@ class Engine(ABC):
         """Fields added to an existing index's mapping (existing fields cannot change)."""
 
     # -- calls that are the same shape on both -----------------------------------------
-    def health(self) -> dict[str, Any]:
-        return dict(self.client.cluster.health())
+    def health(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """``timeout_s``: this call's limit, instead of the client's admin timeout."""
+        return dict(self.client.cluster.health(**_timeout_kw(timeout_s)))
 
     def index_exists(self, index: str) -> bool:
         return bool(self.client.indices.exists(index=index))
@@ -365,8 +366,10 @@ class Engine(ABC):
     def update_aliases(self, actions: list[dict[str, Any]]) -> None:
         """Alias changes applied atomically."""
 
-    def refresh(self, index: str) -> None:
-        self.client.indices.refresh(index=index)
+    def refresh(self, index: str, timeout_s: float | None = None) -> None:
+        """``timeout_s``: this call's limit, instead of the client's write timeout (a refresh
+        before an interactive read is bounded like the read, ``read_timeout``)."""
+        self.client.indices.refresh(index=index, **_timeout_kw(timeout_s))
 
     def count(
         self, index: str, query: dict[str, Any] | None = None, routing: str | None = None
@@ -434,6 +437,11 @@ Search = (
     | tuple[str, dict[str, Any], str | None]
     | tuple[str, dict[str, Any], str | None, bool]
 )
+
+
+def _timeout_kw(timeout_s: float | None) -> dict[str, Any]:
+    """opensearch-py's per-call limit (Elasticsearch's client takes it in ``options``)."""
+    return {"request_timeout": timeout_s} if timeout_s is not None else {}
 
 
 def _deleted(resp: dict[str, Any]) -> int:
@@ -557,6 +565,7 @@ class OpenSearchEngine(Engine):
 
     def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:
         kw = {"routing": routing} if routing else {}
+        kw |= _timeout_kw(self.read_timeout)  # a listing's call, bounded like its searches
         return str(self.client.create_pit(index=index, keep_alive=keep_alive, **kw)["pit_id"])
 
     def search_pit(self, pit_id: str, keep_alive: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -564,7 +573,7 @@ class OpenSearchEngine(Engine):
         return dict(self.client.search(body=body, request_timeout=self.read_timeout))
 
     def close_pit(self, pit_id: str) -> None:
-        self.client.delete_pit(body={"pit_id": [pit_id]})
+        self.client.delete_pit(body={"pit_id": [pit_id]}, **_timeout_kw(self.read_timeout))
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         if "template" in body:
@@ -673,7 +682,9 @@ class ElasticsearchEngine(Engine):
 
     def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:
         kw = {"routing": routing} if routing else {}
-        resp = self.client.open_point_in_time(index=index, keep_alive=keep_alive, **kw)
+        resp = self._within(self.read_timeout).open_point_in_time(
+            index=index, keep_alive=keep_alive, **kw
+        )
         return str(resp["id"])
 
     def search_pit(self, pit_id: str, keep_alive: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -681,7 +692,17 @@ class ElasticsearchEngine(Engine):
         return dict(reader.search(pit={"id": pit_id, "keep_alive": keep_alive}, **body))
 
     def close_pit(self, pit_id: str) -> None:
-        self.client.close_point_in_time(id=pit_id)
+        self._within(self.read_timeout).close_point_in_time(id=pit_id)
+
+    def health(self, timeout_s: float | None = None) -> dict[str, Any]:
+        return dict(self._within(timeout_s).cluster.health())
+
+    def refresh(self, index: str, timeout_s: float | None = None) -> None:
+        self._within(timeout_s).indices.refresh(index=index)
+
+    def _within(self, timeout_s: float | None) -> Any:
+        """The client, its call limited to ``timeout_s`` when given."""
+        return self.client if timeout_s is None else self.client.options(request_timeout=timeout_s)
 
     def _count(
         self, index: str, body: dict[str, Any] | None, routing: str | None

@@ -304,7 +304,7 @@ class MemoryService:
             "_source": ["uid", "old_text", "new_text"],
         }
         with engine_errors("reading history"):
-            self.engine.refresh(alias)  # entries written a moment ago count
+            history.refresh(self.engine)  # entries written a moment ago count
             hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}
         for hit in hits:

@@ -376,7 +376,7 @@ class BulkWriter:
         (no entry, or the last one a deletion) or an UPDATE from the last recorded version,
         with reason ``recovered``. One search per chunk of unchanged records."""
         prefix = self.engine.settings.index_prefix
-        self.engine.refresh(history_alias(prefix))  # entries written a moment ago count
+        history.refresh(self.engine)  # entries written a moment ago count
         body = {
             "size": len(same),
             "query": {
@@ -406,7 +406,7 @@ class BulkWriter:
             )
         if entries:
             doing = f"recording the missing history of {len(entries)} unchanged memories"
-            check_bulk(self.engine.bulk(history.bulk_lines(prefix, entries)), doing)
+            check_bulk(history.write(self.engine, entries), doing)
 
     def vectors(
         self,
@@ -472,7 +472,7 @@ class BulkWriter:
         try:
             if done:
                 doing = f"recording history ({len(done)} memories were written)"
-                resp = self.engine.bulk(history.bulk_lines(self.engine.settings.index_prefix, done))
+                resp = history.write(self.engine, done)
                 check_bulk(resp, doing)
             if stopped:
                 raise EngineUnavailable(

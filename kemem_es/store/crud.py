@@ -9,9 +9,12 @@ concurrent update is never overwritten unseen.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +25,7 @@ from kemem_es.engine.client import (
     Engine,
     check_bulk,
     check_shards,
+    deadline,
     engine_errors,
     is_refusal,
     type_and_reason,
@@ -58,10 +62,16 @@ FORGET_IDS = 5000  # memory ids per history delete (well under the engine's term
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # a date sort value (a missing one is LONG_MIN)
 _UID = re.compile(r"[0-9a-f]{40}")  # Scope.doc_id: a 20-byte blake2b hex digest
 _PIT = re.compile(r"[A-Za-z0-9+/=_-]{1,3000}")  # a point-in-time id: base64 of either engine
+_LISTING = re.compile(r"[0-9a-f]{16}")  # listing_key
 MAX_CURSOR = 4200
-# A listing's point in time lives this long after each page; a cursor used later goes on from
-# the live indices (see ``Crud.page``).
-PIT_KEEP_ALIVE = "10m"
+# A listing's point in time lives this long after each page: time to ask for the next one, not
+# much more, since a listing nobody finishes holds its engine context until then. A cursor used
+# later goes on from the live indices (see ``Crud.page``).
+PIT_KEEP_ALIVE_S = 120
+# Points in time this process holds open at once; beyond it a listing pages the live indices.
+# The engine's limit is cluster-wide (OpenSearch's search.max_open_pit_context: 300), shared
+# with every other process and application: abandoned listings must not use it up.
+PIT_MAX_OPEN = 32
 LISTING_SORT = [
     {"updatetime": {"order": "desc", "missing": "_last"}},
     {UID_FIELD: {"order": "asc"}},
@@ -102,15 +112,26 @@ def _kinds(kind: MemoryKind | None) -> tuple[MemoryKind, ...]:
 @dataclass(frozen=True)
 class Cursor:
     """Where a listing goes on: the last row's sort values (``LISTING_SORT``; with a point in
-    time on Elasticsearch, its implicit shard-order tiebreaker too) and the listing's point in
-    time, if it has one."""
+    time on Elasticsearch, its implicit shard-order tiebreaker too), the listing's point in
+    time, if it has one, and which listing it is (``listing_key``; None in an older cursor)."""
 
     after: list[Any]
     pit: str | None = None
+    listing: str | None = None
+
+
+def listing_key(scope: Scope, kind: MemoryKind | None, filters: Mapping[str, Any] | None) -> str:
+    """What a listing is (its scope, kinds and filters), in a cursor: a point in time covers the
+    indices of its first page's kind, and sort values mean nothing in another listing, so a
+    cursor used with other parameters would page the wrong kind or skip memories unseen."""
+    what = [scope.db, scope.agent_id, scope.user_id, list(_kinds(kind)), filters or {}]
+    text = json.dumps(what, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def encode_cursor(cursor: Cursor) -> str:
     data: dict[str, Any] = {"a": cursor.after} | ({"p": cursor.pit} if cursor.pit else {})
+    data |= {"l": cursor.listing} if cursor.listing else {}
     return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
 
 
@@ -128,9 +149,9 @@ def decode_cursor(cursor: str) -> Cursor:
         raise bad from None
     if isinstance(data, list):
         data = {"a": data}
-    if not isinstance(data, dict) or not {"a"} <= data.keys() <= {"a", "p"}:
+    if not isinstance(data, dict) or not {"a"} <= data.keys() <= {"a", "p", "l"}:
         raise bad
-    after, pit = data["a"], data.get("p")
+    after, pit, listing = data["a"], data.get("p"), data.get("l")
     if not isinstance(after, list) or len(after) not in (2, 3) or (len(after) == 3 and not pit):
         raise bad
     millis, uid, *tiebreak = after
@@ -142,7 +163,71 @@ def decode_cursor(cursor: str) -> Cursor:
         raise bad
     if pit is not None and (not isinstance(pit, str) or not _PIT.fullmatch(pit)):
         raise bad
-    return Cursor(after, pit)
+    if listing is not None and (not isinstance(listing, str) or not _LISTING.fullmatch(listing)):
+        raise bad
+    return Cursor(after, pit, listing)
+
+
+def resume(after: Cursor, listing: str) -> Cursor:
+    """Where a decoded cursor goes on in the listing ``listing``; InvalidInput naming
+    ``cursor`` when it was made for another listing. An older cursor, which does not say, goes
+    on from the live indices, which this request's scope, kinds and filters select, not from
+    its point in time."""
+    if after.listing is None:
+        return Cursor(after.after[:2])
+    if after.listing != listing:
+        raise InvalidInput("cursor: not from this listing", field="cursor")
+    return after
+
+
+class PitBudget:
+    """The points in time this process holds open, each until its keep-alive passes unused
+    (a listing abandoned after its first page is never closed): at most ``PIT_MAX_OPEN``. No
+    engine call is made under the lock (an async verb's greenlet may switch during one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, float] = {}  # point-in-time id → when its keep-alive passes
+        self._reserved = 0  # being opened now
+
+    def reserve(self) -> bool:
+        """A slot for a point in time about to be opened; False when all are taken."""
+        with self._lock:
+            now = time.monotonic()
+            self._held = {pit: end for pit, end in self._held.items() if end > now}
+            if len(self._held) + self._reserved >= PIT_MAX_OPEN:
+                return False
+            self._reserved += 1
+            return True
+
+    def opened(self, pit: str | None) -> None:
+        """The reserved slot's outcome: the point in time opened, or None (refused)."""
+        with self._lock:
+            self._reserved -= 1
+            if pit is not None:
+                self._held[pit] = time.monotonic() + PIT_KEEP_ALIVE_S
+
+    def kept(self, pit: str, now_as: str) -> None:
+        """A page read ``pit``, which lives on as ``now_as`` (Elasticsearch may change the id)."""
+        with self._lock:
+            self._held.pop(pit, None)
+            self._held[now_as] = time.monotonic() + PIT_KEEP_ALIVE_S
+
+    def closed(self, pit: str) -> None:
+        with self._lock:
+            self._held.pop(pit, None)
+
+    def held(self) -> int:
+        with self._lock:
+            now = time.monotonic()
+            return sum(end > now for end in self._held.values()) + self._reserved
+
+
+PITS = PitBudget()  # one per process: the engine's limit does not care which Kemem opened them
+
+
+def _keep_alive() -> str:
+    return f"{PIT_KEEP_ALIVE_S}s"
 
 
 class Crud:
@@ -189,7 +274,13 @@ class Crud:
         sets updatetime to now: on the live indices a memory updated before the cursor reached
         it would move ahead of the cursor and never be listed. So each memory of the scope as
         it was at the first page comes exactly once, in that version. Where there is no point
-        in time (expired, refused), the listing goes on from the live indices."""
+        in time (expired, refused), the listing goes on from the live indices.
+
+        Points in time are engine contexts with a cluster-wide limit, and a listing nobody
+        finishes (a dashboard's first page, a client that reads one page) never says so. So a
+        point in time is opened only when a second page may follow, closed with the last page,
+        kept alive ``PIT_KEEP_ALIVE_S`` after each page (not minutes more), and this process
+        holds at most ``PIT_MAX_OPEN`` at once: past that, listings page the live indices."""
         if not 1 <= limit <= PAGE_MAX:
             raise InvalidInput(f"limit: must be 1–{PAGE_MAX}", field="limit")
         after = decode_cursor(cursor) if cursor else None
@@ -201,6 +292,8 @@ class Crud:
             "track_total_hits": False,
         }
         indices = ",".join(self.alias(scope, k) for k in _kinds(kind))
+        listing = listing_key(scope, kind, filters)
+        after = resume(after, listing) if after else None
         got = None
         if after is None:
             hits = self._live_page(indices, body, scope)
@@ -219,7 +312,7 @@ class Crud:
             self._close_pit(pit)
             return out, None
         last = hits[-1]["sort"]
-        return out, encode_cursor(Cursor(last if pit else last[:2], pit))
+        return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
         with engine_errors("listing memories"):
@@ -227,30 +320,40 @@ class Crud:
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
     def _open_pit(self, indices: str, scope: Scope) -> str | None:
-        """A point in time for a listing; None where the engine will not open one (too many
-        open, too old): the listing then pages the live indices."""
+        """A point in time for a listing; None where this process holds ``PIT_MAX_OPEN``
+        already (an expected state under many listings: debug only) or the engine will not
+        open one (too many open, too old): the listing then pages the live indices."""
+        if not PITS.reserve():
+            log.debug("listing memories without a point in time: %d held", PIT_MAX_OPEN)
+            return None
+        pit = None
         try:
             with engine_errors("opening a point in time"):
-                return self.engine.open_pit(indices, PIT_KEEP_ALIVE, scope.routing)
+                pit = self.engine.open_pit(indices, _keep_alive(), scope.routing)
         except KememError as exc:
             log.warning("listing memories without a point in time: %s", exc)
-            return None
+        finally:
+            PITS.opened(pit)
+        return pit
 
     def _pit_page(
         self, pit: str | None, body: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], str] | None:
         """The hits and the point in time to go on with; None when it is gone (kept alive
-        ``PIT_KEEP_ALIVE`` after each page) or unusable."""
+        ``PIT_KEEP_ALIVE_S`` after each page) or unusable (then it stays counted in ``PITS``
+        until its keep-alive passes: it may still be open)."""
         if pit is None:
             return None
         try:
             with engine_errors("listing memories"):
-                resp = self.engine.search_pit(pit, PIT_KEEP_ALIVE, body)
+                resp = self.engine.search_pit(pit, _keep_alive(), body)
             hits = check_shards(resp, "listing memories")["hits"]["hits"]
         except KememError as exc:
             log.info("listing memories from the live indices: the point in time is gone (%s)", exc)
             return None
-        return list(hits), str(resp.get("pit_id") or pit)
+        now_as = str(resp.get("pit_id") or pit)
+        PITS.kept(pit, now_as)
+        return list(hits), now_as
 
     def _close_pit(self, pit: str | None) -> None:
         """A finished listing's point in time, released now rather than when it expires."""
@@ -259,8 +362,10 @@ class Crud:
         try:
             with engine_errors("closing a point in time"):
                 self.engine.close_pit(pit)
-        except KememError as exc:  # it expires anyway
+        except KememError as exc:  # it expires anyway (and stays counted until then)
             log.info("closing a point in time: %s", exc)
+        else:
+            PITS.closed(pit)
 
     def count(
         self,
@@ -277,16 +382,17 @@ class Crud:
     def history(
         self, scope: Scope, memory_id: str, limit: int = history.LIMIT
     ) -> list[HistoryEntry]:
-        """The newest ``limit`` changes of a memory, oldest first."""
+        """The newest ``limit`` changes of a memory, oldest first. This process's own changes
+        are always in it (``history.refresh_if_written``); the refresh and the search share the
+        query deadline, so a hung engine fails the read in that time, not the write timeout."""
         memory_id = checked_id(memory_id, "memory_id")
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise InvalidInput(f"limit: must be a whole number, not {limit!r}", field="limit")
         if not 1 <= limit <= history.LIMIT_MAX:
             raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
         body = history.query(scope, memory_id, limit)
-        with engine_errors("reading history"):
-            # History is read rarely and right after changes: make every entry visible first.
-            self.engine.refresh(history_alias(self.prefix))
+        with engine_errors("reading history"), deadline(self.engine.settings.query_timeout_s):
+            history.refresh_if_written(self.engine, self.engine.read_timeout)
             resp = self.engine.search(history_alias(self.prefix), body)
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
@@ -378,7 +484,7 @@ class Crud:
     def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
         """History entries, all or an error: a dropped entry is a change with no record."""
         with engine_errors(doing):
-            resp = self.engine.bulk(history.bulk_lines(self.prefix, entries))
+            resp = history.write(self.engine, entries)
         check_bulk(resp, doing)
 
     def delete_scope(
@@ -408,7 +514,7 @@ class Crud:
         with engine_errors("refreshing"):
             for k in kinds:
                 self.engine.refresh(self.alias(scope, k))
-            self.engine.refresh(history_alias(self.prefix))
+            history.refresh(self.engine)
 
     def delete_sources(
         self,
@@ -455,7 +561,10 @@ class Crud:
         """The matching memories, paged by engine id: the one sort key no write changes (by
         updatetime, a memory updated meanwhile moved ahead of the cursor and survived). Then
         again while a pass finds any (added meanwhile, or changed after it was listed: deleted
-        as it is now, so its history holds what was deleted), ``DELETE_PASSES`` times at most."""
+        as it is now, so its history holds what was deleted), ``DELETE_PASSES`` times at most.
+        Each pass's refresh is bounded like the reads it comes before (the query deadline): on a
+        hung engine a scope delete fails as fast as the rest of the Memory API, not after the
+        write timeout."""
         for k in _kinds(kind):
             body: dict[str, Any] = {
                 "size": DELETE_PAGE,
@@ -466,8 +575,8 @@ class Crud:
                 "seq_no_primary_term": True,
             }
             for _ in range(DELETE_PASSES):
-                with engine_errors("refreshing"):
-                    self.engine.refresh(self.alias(scope, k))
+                with engine_errors("refreshing"):  # bounded like the read it comes before
+                    self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
                 found = False
                 page = body
                 while True:
@@ -500,7 +609,7 @@ class Crud:
             ]
         )
         with engine_errors("refreshing"):
-            self.engine.refresh(history_alias(self.prefix))
+            history.refresh(self.engine)
         with engine_errors("forgetting history"):
             for ids in batches:
                 keep = [{"term": {"event": "FORGET"}}]

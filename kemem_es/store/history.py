@@ -5,7 +5,7 @@ memory's history is scoped exactly like the memory itself."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kemem_es.contract.memory import Action, HistoryEntry
 from kemem_es.models import MemoryKind
@@ -13,7 +13,12 @@ from kemem_es.store.documents import utc_now
 from kemem_es.store.layout import VECTOR_CODE_FIELD, VECTOR_FIELD, history_alias
 from kemem_es.store.scope import Scope
 
+if TYPE_CHECKING:
+    from kemem_es.engine.client import Engine
+
 _last_seq = 0
+# (cluster, history alias) this process wrote entries to since it last refreshed that index.
+_unrefreshed: set[tuple[str, str]] = set()
 
 
 def _seq() -> int:
@@ -68,6 +73,40 @@ def bulk_lines(prefix: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for doc in docs:
         lines += [{"index": {"_index": alias}}, doc]
     return lines
+
+
+def _key(engine: Engine) -> tuple[str, str]:
+    return engine.url, history_alias(engine.settings.index_prefix)
+
+
+def write(engine: Engine, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Index history entries (one bulk; the caller checks its items). Noted as written, also
+    when the call fails (the engine may still apply it), for ``refresh_if_written``."""
+    try:
+        return engine.bulk(bulk_lines(engine.settings.index_prefix, docs))
+    finally:
+        _unrefreshed.add(_key(engine))
+
+
+def refresh(engine: Engine, timeout_s: float | None = None) -> None:
+    """Make every history entry written so far searchable (noted before the call, so entries
+    written meanwhile are noted again)."""
+    key = _key(engine)
+    _unrefreshed.discard(key)
+    try:
+        engine.refresh(key[1], timeout_s)
+    except BaseException:
+        _unrefreshed.add(key)
+        raise
+
+
+def refresh_if_written(engine: Engine, timeout_s: float | None = None) -> None:
+    """Refresh the history only when this process wrote to it since its last refresh: reads
+    that follow their own writes see them, and reading (which any API key may do at request
+    rate) does not force refreshes of the index every scope shares. Another process's entries
+    show after the index's own periodic refresh."""
+    if _key(engine) in _unrefreshed:
+        refresh(engine, timeout_s)
 
 
 LIMIT = 1000  # entries a history call returns by default

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kemem_es.engine import Engine
+from kemem_es.engine.client import deadline
 from kemem_es.errors import EngineUnavailable
 from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias
 
@@ -152,8 +153,20 @@ def memory_stats(
 ) -> MemoryStats:
     """Engine health, then counts, strength distribution and clean-ups within the caller's
     reach (see module doc). A missing index counts as empty and is listed in ``missing``; other
-    engine errors raise."""
-    health = engine.health()
+    engine errors raise. Both round trips share the query deadline: a hung engine is shown as
+    such in that time, not after the admin timeout."""
+    with deadline(engine.settings.query_timeout_s):
+        health = engine.health(engine.read_timeout)
+        return _stats(engine, health, agents, now)
+
+
+def _stats(
+    engine: Engine,
+    health: dict[str, Any],
+    agents: Collection[str] | None,
+    now: datetime | None,
+) -> MemoryStats:
+    """``memory_stats`` once the health is read: one msearch of every alias."""
     info = EngineInfo(
         dialect=engine.dialect,
         version=engine.version,

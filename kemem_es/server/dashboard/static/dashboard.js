@@ -325,7 +325,7 @@
   }
 
   // -- memory browser ---------------------------------------------------------------------
-  let listed = null; // {scope, cursor}
+  let listed = null; // {scope, kind, filters, key, cursor}: the listing "Load more" goes on with
 
   // One memory's URL. URL rules resolve an empty id and the dot segments "." and ".." away
   // (/v1/memories/./history is /v1/memories/history; a DELETE of /v1/memories/. reached the
@@ -354,15 +354,25 @@
     listMemories();
   }
 
-  const listMemories = guarded(async (ev, more) => {
-    if (ev) ev.preventDefault();
+  // The listing the form asks for: its scope, kind and filters (a cursor is only good for the
+  // listing it came from; the server refuses it for another).
+  function formListing() {
     let filters = $("mem-filters").value.trim();
     if (filters) {
       try { filters = JSON.stringify(JSON.parse(filters)); } catch (_) { throw new Error("filters: not valid JSON"); }
     }
     const scope = { agent_id: $("mem-agent").value.trim(), user_id: $("mem-user").value.trim(), db: $("mem-db").value };
     const kind = $("mem-kind").value;
-    const cursor = more && listed ? listed.cursor : "";
+    return { scope, kind, filters, key: JSON.stringify([scope, kind, filters]) };
+  }
+
+  // "Load more" goes on with the listing shown; after the form changed it starts the form's.
+  const listMemories = guarded(async (ev, more) => {
+    if (ev) ev.preventDefault();
+    const listing = formListing();
+    const { scope, kind, filters } = listing;
+    more = more && listed !== null && listed.key === listing.key;
+    const cursor = more ? listed.cursor : "";
     const page = await api("GET", "/v1/memories?" + scopeQuery(scope, { kind, filters, limit: $("mem-limit").value, cursor }));
     showError("");
     const body = $("mem-table").tBodies[0];
@@ -374,7 +384,7 @@
         h("td", null, h("button", { type: "button", class: "open", onclick: () => openMemory(scope, m) }, "open"))));
     }
     if (!body.rows.length) body.append(h("tr", null, h("td", { colspan: 5, class: "muted" }, "no memories in this scope")));
-    listed = { scope, cursor: page.next_cursor };
+    listed = { ...listing, cursor: page.next_cursor };
     $("mem-more").hidden = !page.next_cursor;
   });
 
