@@ -81,10 +81,11 @@ class AsyncKemem:
         """How many background extractions failed since start (the ``/metrics`` counter)."""
         return self.core.extraction_failures
 
-    async def aclose(self) -> None:
-        """Finish background extractions and reinforcement, then close the client."""
+    async def aclose(self, extraction_timeout_s: float | None = None) -> None:
+        """Finish background extractions (see ``Kemem.close``) and reinforcement, then close
+        the client."""
         # In a worker thread: the background writers' engine calls are carried by this loop.
-        await asyncio.to_thread(self.core.close)
+        await asyncio.to_thread(self.core.close, extraction_timeout_s)
         engine = self.core.__dict__.get("engine")
         if engine is not None and isinstance(engine.client, AwaitingClient):
             await engine.client.close()

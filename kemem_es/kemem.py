@@ -255,14 +255,15 @@ class Kemem:
         # event loop: never wait for it on the loop itself)
         return offload(self.reinforcer.flush) if "reinforcer" in self.__dict__ else 0
 
-    def close(self) -> None:
-        """Finish background extractions, flush what is queued, stop the background writers
+    def close(self, extraction_timeout_s: float | None = None) -> None:
+        """Finish background extractions (all of them, or those done within
+        ``extraction_timeout_s``), flush what is queued, stop the background writers
         (reinforcement is flushed even when waiting for the extractions fails). The verbs raise
         ``Closed`` afterwards (closing again is harmless)."""
         self._closed = True
         try:
             if "writes" in self.__dict__:
-                self.writes.close()
+                self.writes.close(extraction_timeout_s)
         finally:
             if "names" in self.__dict__:
                 self.names.close()

@@ -222,3 +222,30 @@ def test_names_given_to_add_are_kept_without_infer(kemem, stub: Stub) -> None:
     for res, user in ((plain, "木木"), (raw, "木木"), (record, "小木")):
         got = kemem.get(res.id, **A)
         assert (got.user_name, got.agent_name) == (user, "祁煜")
+
+
+def test_close_with_an_extraction_timeout_gives_up_what_is_still_running(
+    kemem, stub: Stub, caplog
+) -> None:
+    """A stopping server must exit before it is killed: close() given a timeout waits that
+    long for background extractions, then gives them up with a count in the log (the raw
+    turn is stored already). Without a timeout it waits for all (a library's close)."""
+    import logging
+    import time
+
+    kemem.init()
+    use_stub(kemem, stub, timeout_s=10)
+    stub.answer(Reply(body=chat(json.dumps(GOOD, ensure_ascii=False)), delay=8))
+    for i in range(3):  # one runs, the others wait in the pool's queue
+        assert len(kemem.add(f"{DIALOGUE}\n第{i}次", **A, infer="background")) == 1
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="kemem_es.memory.writes"):
+        kemem.close(extraction_timeout_s=0.5)
+    took = time.monotonic() - t0
+    stub.release.set()
+    assert took < 5, took
+    (line,) = [r.getMessage() for r in caplog.records if "given up" in r.getMessage()]
+    assert line.startswith("3 background extraction(s) not finished") and "小满" not in line
+    t0 = time.monotonic()
+    kemem.close()  # again, waiting for all: the one that ran finishes, the given-up never run
+    assert time.monotonic() - t0 < 15

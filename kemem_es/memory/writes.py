@@ -220,12 +220,25 @@ class WritePaths:
                 done += job.result()
         return done
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
+        """Wait for the background extractions (``timeout_s``: at most that long; a stopping
+        server must exit before it is killed). Those not finished then are given up and
+        logged by count: their raw turns are stored already, only their extracted memories
+        are missing."""
         try:
-            self.drain()
+            self.drain(timeout_s)
+        except ExtractionPending as exc:
+            log.warning(
+                "%d background extraction(s) not finished at close after %s s, given up "
+                "(their raw turns are stored; their extracted memories are not)",
+                exc.pending,
+                timeout_s,
+            )
         finally:
             if self._pool is not None:
-                self._pool.shutdown(wait=True)
+                self._pool.shutdown(wait=timeout_s is None, cancel_futures=timeout_s is not None)
+            with self._lock:  # a cancelled job never runs, and wait() would wait for it forever
+                self._pending = [j for j in self._pending if not j.cancelled()]
 
     # -- imports --------------------------------------------------------------------------
     def import_items(

@@ -182,6 +182,12 @@ class JsonBodies:
         await self.app(scope, receive, send)
 
 
+# At shutdown, background extractions (LLM calls) still running get this long to finish; then
+# they are given up (their raw turns are stored), so the server exits before an orchestrator's
+# kill (the reinforcement flush that follows has its own deadline, SHUTDOWN_FLUSH_S).
+SHUTDOWN_EXTRACTIONS_S = 15.0
+
+
 def create_app(
     kemem: AsyncKemem | None = None, settings: Settings | None = None, close: bool | None = None
 ) -> FastAPI:
@@ -200,7 +206,7 @@ def create_app(
             log.warning("engine not ready at start: %s", type(exc).__name__)
         yield
         if own:
-            await km.aclose()
+            await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
 
     app = FastAPI(
         title="kemem-es",
