@@ -516,3 +516,23 @@ def test_an_export_read_back_in_is_unchanged_though_it_carries_earned_strength(k
     assert [e.event for e in kemem.history("x0", agent_id="qiyu", user_id="u1")] == ["ADD"]
     edited = [{**exported[0], "strength": 40}]
     assert kemem.index_records(edited, "events").updated == 1
+
+
+def test_records_given_as_objects_keep_earned_strength_like_dicts(kemem) -> None:
+    """A record object re-validated through model_dump() had every default "set": a changed
+    EventRecord re-imported reset the strength its memory earned by recall to 0."""
+    from kemem_es.models import EventRecord
+
+    kemem.init()
+    row = {**OK, "id": "o1", "description": "木木去看海"}
+    kemem.index_records([EventRecord(**row)], "events")
+    kemem.search("木木去看海", agent_id="qiyu", user_id="u1", threshold=0, limit=1)
+    assert kemem.flush() == 1
+    changed = EventRecord(**{**row, "description": "木木去厦门看海"})
+    assert kemem.index_records([changed], "events").updated == 1
+    got = kemem.get("o1", agent_id="qiyu", user_id="u1")
+    assert (got.text, got.strength, got.recall_count) == ("木木去厦门看海", 15, 1)
+    kemem.hooks.before_write.append(lambda record, ctx: record)  # the hooked path too
+    again = EventRecord(**{**row, "description": "木木去鼓浪屿看海"})
+    assert kemem.index_records([again], "events").updated == 1
+    assert kemem.get("o1", agent_id="qiyu", user_id="u1").strength == 15

@@ -279,7 +279,7 @@ class WritePaths:
         """before_write hooks on every record (as dicts); a rejection becomes a problem."""
         out = []
         for label, item in items:
-            data = item.model_dump() if isinstance(item, BaseModel) else item
+            data = item.model_dump(exclude_unset=True) if isinstance(item, BaseModel) else item
             if not isinstance(data, dict):
                 out.append((label, item))
                 continue

@@ -73,7 +73,7 @@ def validate_items(
         try:
             if isinstance(item, model):
                 # Re-validate: a record built in Python may have been changed after creation.
-                record = model.model_validate(item.model_dump())
+                record = model.model_validate(item.model_dump(exclude_unset=True))
             elif isinstance(item, dict):
                 record = model.model_validate(item)
             else:
