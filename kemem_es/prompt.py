@@ -14,15 +14,19 @@ Layout::
     在2024-09-30 15:30左右, 地点：南京大学图书馆。详细记忆事件为…。这表明了…
 
 Fragments are numbered 1..n across all groups; events are one per line, unnumbered, as in the
-``{时间}{地点}:{事件}`` template of docs/SPEC.md §5. Attributes and scenes carry no date;
+``{时间}{地点}:{事件}`` template of docs/SPEC.md §5. Each fragment and each event stays on its
+one line: a line break inside a memory's text, insight, place or a name is shown as `` / ``
+(``one_line``), so a multi-line memory (the turns of ``add(messages)``) cannot start lines of
+its own, nor forge a header or a numbered fragment. Attributes and scenes carry no date;
 relations carry their ``updatetime`` date. A header whose list ends up empty is left out (an
 empty header would invite the model to invent memories); with nothing at all the text is "".
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 from kemem_es.contract.response import EntityHit, EventHit
 
@@ -32,6 +36,17 @@ EVENTS_HEADER = "脑海中回忆起的事件："
 _USER, _AGENT = "用户", "主体"  # placeholders when a name is unknown (docs/SPEC.md §5 wording)
 _RELATION_KINDS = {"用户关系", "与主体和客体的关系", "与其它实体的关系"}
 _END_PUNCT = '。！？!?.…；;~～）)」』"”'
+# What str.splitlines() breaks a line at: a chat model reads each of them as a new line.
+_LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+LINE_JOIN = " / "
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its lines joined by `` / `` (each stripped, blank ones dropped).
+    A text without a line break is returned as it is."""
+    if not _LINE_BREAK.search(text):
+        return text
+    return LINE_JOIN.join(p.strip() for p in _LINE_BREAK.split(text) if p.strip())
 
 
 def parse_time(value: str | datetime | None) -> datetime | None:
@@ -61,7 +76,9 @@ def _period(hour: int) -> str:
 
 
 def _align(t: datetime, now: datetime) -> datetime:
-    """Make ``t`` comparable with ``now``: same zone if both aware, wall-clock if one is naive."""
+    """Make ``t`` comparable with ``now``. Both aware: ``t`` in now's zone, so the two compare
+    as instants and the event reads on now's wall clock (give ``now`` in the user's zone to
+    show the user's). One naive: wall clocks (a naive time is read in now's zone)."""
     if t.tzinfo is not None and now.tzinfo is not None:
         return t.astimezone(now.tzinfo)
     return t.replace(tzinfo=None) if now.tzinfo is None else t.replace(tzinfo=now.tzinfo)
@@ -98,24 +115,44 @@ def _insight(deepinsight: str) -> str:
     return insight if insight.startswith("这表明") else "这表明了" + insight
 
 
+def _hit_time(hit: EventHit, field: str) -> datetime | None:
+    """The stored time (its offset kept) when the hit carries it, else the shown wall clock."""
+    return parse_time(hit.stored_time(field)) or parse_time(getattr(hit, field))
+
+
 def _event_time(hit: EventHit) -> datetime | None:
     """When it happened: ``created_at`` (what time decay uses), else ``updatetime``."""
-    return parse_time(hit.created_at) or parse_time(hit.updatetime)
+    return _hit_time(hit, "created_at") or _hit_time(hit, "updatetime")
+
+
+def is_date_only(t: datetime) -> bool:
+    """A bare date (``2025-06-01``) is stored as that day's midnight with no offset, so such a
+    time names a day, not an instant: the prompt shows it as the day (docs/SPEC.md §5) rather
+    than a midnight (00:00, 0点, 晚上) it never had. A time written with an offset, or with any
+    other time of day, is a time."""
+    return t.tzinfo is None and t.time() == time(0)
+
+
+def event_when(t: datetime, now: datetime) -> str:
+    """The time an event line shows: the day for a bare date, else ``format_event_time``."""
+    return t.strftime("%Y-%m-%d") if is_date_only(t) else format_event_time(t, now)
 
 
 def event_text(hit: EventHit, now: datetime) -> str:
-    """One event as the prompt reads it.
+    """One event as the prompt reads it, on one line (``one_line``).
 
     ``在{时间}左右, 地点：{地点}。详细记忆事件为{事件}。这表明了{洞察}``; the 地点 part is left out
     when there is no place, the 这表明了 part when there is no insight.
     """
     t = _event_time(hit)
-    when = format_event_time(t, now) if t else (hit.created_at or hit.updatetime).strip()
+    when = event_when(t, now) if t else one_line(hit.created_at or hit.updatetime).strip()
     head = f"在{when}左右" if when else ""
-    if hit.place.strip():
-        head += f"{', ' if head else ''}地点：{hit.place.strip()}"
-    insight = _insight(hit.deepinsight)
-    body = _sentence(hit.description) + insight if insight else hit.description.strip()
+    place = one_line(hit.place).strip()
+    if place:
+        head += f"{', ' if head else ''}地点：{place}"
+    insight = _insight(one_line(hit.deepinsight))
+    description = one_line(hit.description)
+    body = _sentence(description) + insight if insight else description.strip()
     return f"{head}。详细记忆事件为{body}" if head else f"详细记忆事件为{body}"
 
 
@@ -125,10 +162,10 @@ def event_log(hit: EventHit, now: datetime) -> str:
 
 
 def entity_log(hit: EntityHit) -> str:
-    """The ``log`` field of an entity hit, as the previous service wrote it."""
+    """The ``log`` field of an entity hit, as the previous service wrote it (on one line)."""
     return (
-        f"{hit.kind}--score={hit.score:.4f}, {hit.description}"
-        f"---命中{hit.matched_keywords}，数据库关键词: {hit.keyword}"
+        f"{hit.kind}--score={hit.score:.4f}, {one_line(hit.description)}"
+        f"---命中{hit.matched_keywords}，数据库关键词: {one_line(hit.keyword)}"
     )
 
 
@@ -140,8 +177,8 @@ def _relation_date(hit: EntityHit) -> str:
 def _fragment(hit: EntityHit, user: str, agent: str) -> tuple[int, str]:
     """(group, line) for one entity hit; groups order the fragments as docs/SPEC.md §5 lists
     them."""
-    name = hit.entity_name.strip()
-    desc = hit.description.strip()
+    name = one_line(hit.entity_name).strip()
+    desc = one_line(hit.description).strip()
     date = _relation_date(hit) if hit.kind in _RELATION_KINDS else ""
     if hit.kind == "用户属性":
         return 0, f"{user}-属性：{desc}"
@@ -188,8 +225,8 @@ def render_prompt(
     description already appears in ``exclude_texts`` (the current dialogue, the overview
     timeline) or repeats an earlier hit's, so recalled details never echo what the model sees.
     """
-    user = (user_name or "").strip() or _USER
-    agent = (agent_name or "").strip() or _AGENT
+    user = one_line(user_name or "").strip() or _USER
+    agent = one_line(agent_name or "").strip() or _AGENT
     known = [_key(t) for t in exclude_texts if t and t.strip()]
     seen: set[str] = set()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 # The names ``检索耗时`` times its stages under (ms); every answer has ``total``.
 STAGES = (
@@ -56,6 +56,23 @@ class EventHit(BaseModel):
     keyword: list[str] = Field(default_factory=list)
     log: str = ""
     signals: Signals | None = None
+    # created_at / updatetime as stored (ISO 8601, their offset kept). The contract's fields
+    # show the wall clock only; the prompt needs the offset to compare an event with ``now``
+    # as instants (kemem_es/prompt.py). Not part of the contract: never serialised, so a hit
+    # rebuilt from JSON has none and its times are read as wall clocks.
+    _stored_times: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def keep_stored_times(self, created_at: str | None, updatetime: str | None) -> EventHit:
+        """Remember the stored forms of the hit's times (see ``stored_time``)."""
+        self._stored_times = {"created_at": created_at or "", "updatetime": updatetime or ""}
+        return self
+
+    def stored_time(self, field: str) -> str:
+        """``created_at`` or ``updatetime`` as stored, offset included; "" when unknown or when
+        the shown value no longer is that stored time's wall clock (a hook changed it)."""
+        stored = self._stored_times.get(field, "")
+        shown = getattr(self, field, "")
+        return stored if stored and stored.replace("T", " ")[:19] == shown else ""
 
 
 class EntityHit(BaseModel):

@@ -48,7 +48,7 @@ def event_hit(
         scene=src.get("scene") or "",
         keyword=src.get("keywords") or [],
         signals=signals,
-    )
+    ).keep_stored_times(src.get("created_at"), src.get("updatetime"))
     out.log = event_log(out, now)
     return out
 
