@@ -59,6 +59,33 @@ DEMO_FILES: tuple[tuple[str, MemoryKind, Database], ...] = (
 _NOW: TypeAdapter[datetime | None] = TypeAdapter(Time | None)
 
 
+def _exclude_texts(value: object) -> list[str]:
+    """``Kemem.prompt``'s ``exclude_texts`` as a list of texts: one ``str`` is one text (not
+    its characters), None is none; otherwise an iterable of texts (None items are skipped).
+    Anything else is ``InvalidInput`` naming the argument (a message dict: give its content)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise InvalidInput(
+            f"exclude_texts: give a text or a list of texts, not {type(value).__name__}",
+            field="exclude_texts",
+        )
+    texts = []
+    for i, item in enumerate(value):
+        if item is None:
+            continue
+        if not isinstance(item, str):
+            raise InvalidInput(
+                f"exclude_texts[{i}]: give a text, not {type(item).__name__}"
+                + (" (a message: give its content)" if isinstance(item, Mapping) else ""),
+                field="exclude_texts",
+            )
+        texts.append(item)
+    return texts
+
+
 def with_session(
     filters: Mapping[str, Any] | None, session_id: str | None
 ) -> Mapping[str, Any] | None:
@@ -309,24 +336,41 @@ class Kemem:
         now: datetime | str | None = None,
         user_name: str | None = None,
         agent_name: str | None = None,
-        exclude_texts: Sequence[str] = (),
+        exclude_texts: str | Iterable[str] | None = (),
     ) -> str:
-        """docs/SPEC.md §5 prompt text; ``exclude_texts``: what the dialogue already holds.
-        ``now`` follows the records' time rule, as ``query``'s does (a date string works)."""
+        """docs/SPEC.md §5 prompt text for the ``QueryResponse`` that ``query`` / ``search``
+        returned. ``exclude_texts``: what the dialogue already holds, as texts (one ``str`` is
+        one text: the whole dialogue may be given as it is); a memory one of them contains is
+        left out. ``now`` follows the records' time rule, as ``query``'s does (a date string
+        works); an event written with an offset is shown on now's wall clock, so give ``now``
+        in the user's zone (default: this machine's clock, in its zone). A wrong type for any
+        argument is ``InvalidInput`` naming it."""
         from kemem_es.prompt import render_prompt
 
+        if not isinstance(response, QueryResponse):
+            hint = " (not its to_contract() dict)" if isinstance(response, Mapping) else ""
+            raise InvalidInput(
+                f"response: give the QueryResponse that query or search returned{hint}, "
+                f"not {type(response).__name__}",
+                field="response",
+            )
         try:
             when = _NOW.validate_python(now)
         except ValidationError as exc:
             why = exc.errors()[0]["msg"] if exc.errors() else str(exc)
             raise InvalidInput(f"now: {why}", field="now") from None
+        for field, name in (("user_name", user_name), ("agent_name", agent_name)):
+            if name is not None and not isinstance(name, str):
+                raise InvalidInput(
+                    f"{field}: give a text or None, not {type(name).__name__}", field=field
+                )
         return render_prompt(
             response.memory_events,
             response.memory_entities,
-            when or datetime.now(),
+            when or datetime.now().astimezone(),
             user_name,
             agent_name,
-            exclude_texts,
+            _exclude_texts(exclude_texts),
         )
 
     def init(self, recreate: bool = False) -> list[InitResult]:

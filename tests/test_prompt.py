@@ -315,3 +315,59 @@ def test_stored_times_are_not_part_of_the_contract() -> None:
     run = stored("夜跑", "2025-06-01T15:30:00+00:00")
     assert "stored" not in str(run.model_dump()) and "+00:00" not in run.model_dump_json()
     assert run.model_copy(deep=True).stored_time("created_at") == "2025-06-01T15:30:00+00:00"
+
+
+# -- Kemem.prompt's arguments (s34 finding 8) -----------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"user_name": 123}, "user_name"),
+        ({"agent_name": ["祁煜"]}, "agent_name"),
+        ({"exclude_texts": 5}, "exclude_texts"),
+        ({"exclude_texts": b"bytes"}, "exclude_texts"),
+        ({"exclude_texts": ["ok", 3]}, "exclude_texts"),
+        ({"exclude_texts": [{"role": "user", "content": "看海"}]}, "exclude_texts"),
+        ({"exclude_texts": {"content": "看海"}}, "exclude_texts"),
+    ],
+)
+def test_prompt_arguments_are_checked(kwargs: dict, field: str) -> None:
+    from kemem_es import AsyncKemem, Kemem
+    from kemem_es.errors import InvalidInput
+
+    resp = one_event_response()
+    for km in (Kemem.__new__(Kemem), AsyncKemem.__new__(AsyncKemem)):
+        if isinstance(km, AsyncKemem):
+            km.core = Kemem.__new__(Kemem)
+        with pytest.raises(InvalidInput) as err:
+            km.prompt(resp, now=NOW, **kwargs)
+        assert err.value.field == field and field in str(err.value)
+
+
+def test_prompt_refuses_what_is_not_a_response() -> None:
+    from kemem_es import Kemem
+    from kemem_es.errors import InvalidInput
+
+    km = Kemem.__new__(Kemem)
+    resp = one_event_response()
+    for wrong in (resp.to_contract(), None, "text"):
+        with pytest.raises(InvalidInput) as err:
+            km.prompt(wrong, now=NOW)  # type: ignore[arg-type]
+        assert err.value.field == "response" and str(err.value).startswith("response: ")
+        assert ("to_contract()" in str(err.value)) == isinstance(wrong, dict)
+
+
+def test_exclude_texts_as_one_string_is_one_text() -> None:
+    """The dialogue given as one string hides the memories it quotes (it was iterated by
+    character before, which hid nothing); None hides nothing, as an empty list does."""
+    from kemem_es import Kemem
+
+    km = Kemem.__new__(Kemem)
+    resp = one_event_response()
+    dialogue = "用户：还记得吗？我们一起去看海\n助手：记得！"
+    assert km.prompt(resp, now=NOW, exclude_texts=dialogue) == ""
+    assert km.prompt(resp, now=NOW, exclude_texts=[dialogue]) == ""
+    shown = km.prompt(resp, now=NOW)
+    assert "看海" in shown
+    assert km.prompt(resp, now=NOW, exclude_texts=None) == shown
+    assert km.prompt(resp, now=NOW, exclude_texts=("无关", None)) == shown  # type: ignore[list-item]
+    assert km.prompt(resp, now=NOW, exclude_texts=iter(["看海"])) == shown
