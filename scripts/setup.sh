@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install -q -e ".[dev,bench]"
+source scripts/python_env.sh
+install_package "dev,bench"
 
 # The research-only test model lives beside the repo on the project's machines; users point
 # KEMEM_MODEL_DIR (a local ONNX directory) or KEMEM_MODEL (a hub id) at their own model.
