@@ -249,3 +249,50 @@ def test_a_port_held_by_something_silent_fails_at_once(tmp_path: Path) -> None:
             LocalEngine(settings).start()
         assert time.monotonic() - start < 30
     assert local._ports_in_use(port, 1) == []  # free again
+
+
+def _free_port_pair() -> int:
+    """A loopback port P ≤ 9199 with P and P + 100 (its transport port) both free."""
+    import socket
+
+    for port in range(9120, 9200):
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 100))
+            return port
+        except OSError:
+            continue
+    raise AssertionError("no free port pair")
+
+
+def test_a_taken_transport_port_is_named_before_the_node_starts(tmp_path: Path) -> None:
+    """The node exited at once when HTTP port + 100 was held, and its log did not say why."""
+    import socket
+
+    port = _free_port_pair()
+    eng = LocalEngine(get_settings(home=tmp_path / "h", engine_port=port))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", port + 100))
+        held.listen()
+        with pytest.raises(EngineSetupError, match=f"port {port + 100} .*transport port"):
+            eng.start()
+
+
+def test_a_running_node_asked_for_another_port_or_node_count_says_stop_it_first(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Asked for another port, start waited 180 s where nothing answers; for three nodes it
+    reported success for the running one."""
+    import json
+
+    home = tmp_path / "h"
+    home.mkdir()
+    (home / "engine.json").write_text(json.dumps({"engine": "3.5", "port": 9251, "nodes": 1}))
+    for asked, said in [({"engine_port": 9261}, "port 9251, not 9261"),
+                        ({"engine_nodes": 3}, "nodes 1, not 3"),
+                        ({"engine_version": "2.19"}, "OpenSearch 3.5, not 2.19")]:  # fmt: skip
+        eng = LocalEngine(get_settings(home=home, **{"engine_port": 9251, **asked}))
+        monkeypatch.setattr(eng, "pid", lambda: 4242)
+        with pytest.raises(EngineSetupError, match=f"{said}; stop it first"):
+            eng.start(timeout_s=0.1)

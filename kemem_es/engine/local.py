@@ -39,7 +39,13 @@ from kemem_es.engine.jdk import (
     java_major,
     jvm_info,
 )
-from kemem_es.engine.layout import LocalPaths, has_legacy, migrate_legacy, write_conf
+from kemem_es.engine.layout import (
+    TRANSPORT_OFFSET,
+    LocalPaths,
+    has_legacy,
+    migrate_legacy,
+    write_conf,
+)
 from kemem_es.errors import EngineSetupError
 
 __all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major", "jvm_info"]
@@ -154,16 +160,31 @@ class LocalEngine:
         except (FileNotFoundError, ValueError):
             return {}
 
+    def _check_running_matches(self) -> None:
+        """The node of this home already runs: asked for another version, port or node
+        count, that is an error now (it waited 180 s on a port where nothing answers, or
+        reported success for one node when three were asked)."""
+        state = self.state()
+        asked = {
+            "OpenSearch": self.settings.engine_version,
+            "port": self.settings.engine_port,
+            "nodes": self.settings.engine_nodes,
+        }
+        running = {"OpenSearch": state.get("engine"), "port": state.get("port"),
+                   "nodes": state.get("nodes")}  # fmt: skip
+        for what, want in asked.items():
+            have = running[what]
+            if have is None or want == have or (what == "OpenSearch" and want == "auto"):
+                continue
+            raise EngineSetupError(
+                f"the local engine of this home is running with {what} {have}, not {want}; "
+                "stop it first (`kemem-es engine stop`)"
+            )
+
     def start(self, timeout_s: float = 180.0) -> str:
         """Start the node unless ours already runs; wait until the cluster is healthy."""
         if self.pid() is not None:
-            running = self.state().get("engine")
-            wanted = self.settings.engine_version
-            if wanted != "auto" and running and running != wanted:
-                raise EngineSetupError(
-                    f"OpenSearch {running} of this home is running, not {wanted}; "
-                    "stop it first (`kemem-es engine stop`)"
-                )
+            self._check_running_matches()
             self._wait_healthy(timeout_s)
             return self.settings.local_url
         if self.http_ok():
@@ -171,11 +192,19 @@ class LocalEngine:
                 f"port {self.settings.engine_port} already answers HTTP but not from a node this "
                 f"home ({self.settings.home}) started; stop it or set KEMEM_ENGINE_PORT"
             )
-        busy = _ports_in_use(self.settings.engine_port, self.settings.engine_nodes)
+        port, nodes = self.settings.engine_port, self.settings.engine_nodes
+        busy = _ports_in_use(port, nodes)
         if busy:  # the node would bind the next free port and never answer on this one
             raise EngineSetupError(
                 f"port {busy[0]} is in use by another process (not an HTTP server); free it "
                 "or set KEMEM_ENGINE_PORT"
+            )
+        busy = _ports_in_use(port + TRANSPORT_OFFSET, nodes)
+        if busy:  # the node exits at once, and its log does not say why
+            raise EngineSetupError(
+                f"port {busy[0]} (the node's transport port: KEMEM_ENGINE_PORT + "
+                f"{TRANSPORT_OFFSET}) is in use by another process; free it or set "
+                "KEMEM_ENGINE_PORT"
             )
         choice = self.choice()
         spec = self.install()
