@@ -602,6 +602,37 @@ def test_hooks_transform_reject_and_rerank(kemem) -> None:
         kemem.search("生日", **A)
 
 
+
+@pytest.mark.engine
+def test_update_runs_the_before_write_hooks(kemem) -> None:
+    """An update is a write: the hooks that refuse or stamp an add see the new version."""
+    kemem.init()
+    seen = []
+
+    def no_secrets(record: dict, ctx) -> dict:
+        seen.append((ctx.kind, record["description"], record.get("place")))
+        if "密码" in record["description"]:
+            raise Rejected("contains a password")
+        record["metadata"] = {**(record.get("metadata") or {}), "checked": record["description"]}
+        return record
+
+    (r,) = kemem.add("我今天去了健身房", **A, refresh=True)
+    kemem.hooks.before_write.append(no_secrets)
+    try:
+        with pytest.raises(Rejected, match="no_secrets: contains a password"):
+            kemem.update(r.id, "我的银行卡密码是123456", **A)
+        stored = kemem.get(r.id, **A)
+        assert (stored.text, stored.metadata) == ("我今天去了健身房", {})
+        assert [h.event for h in kemem.history(r.id, **A)] == ["ADD"]
+        # A partial update: the hook sees the whole new version, and its change is written.
+        res = kemem.update(r.id, {"place": "健身房"}, **A)
+        assert seen[-1] == ("events", "我今天去了健身房", "健身房")
+        assert res.event == "UPDATE" and res.memory.metadata == {"checked": "我今天去了健身房"}
+        assert kemem.get(r.id, **A).metadata == {"checked": "我今天去了健身房"}
+    finally:
+        kemem.hooks.before_write.clear()
+
+
 @pytest.mark.engine
 def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
     kemem.init()
@@ -626,7 +657,6 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
     assert by_user["u_a"].deleted == 0
     assert {m.id for m in kemem.get_all(**B).results} == {f"i{i:02d}" for i in range(7, 12)}
     assert kemem.count(**A) == 12
-
 
 @pytest.mark.engine
 def test_strength_stops_at_its_bound_and_a_stored_one_past_it_blocks_nothing(kemem) -> None:

@@ -29,6 +29,7 @@ from kemem_es.memory.dedup import (
     nearest,
     normalise,
 )
+from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
@@ -360,10 +361,13 @@ class MemoryService:
         actor: str = "api",
         reason: str | None = None,
         similarity: float | None = None,
+        hooks: Hooks | None = None,
     ) -> AddResult:
         """A partial update: only the given fields change; recall counts and created_at
         survive; updatetime becomes now unless given; strength grows by the Ebbinghaus rule
-        (the time since the last write) unless given."""
+        (the time since the last write) unless given. ``hooks``: the caller's before_write
+        hooks, run on the whole new version (a dedup merge inside ``add`` passes none: its
+        record was hooked already)."""
         if isinstance(data, str):
             changes: dict[str, Any] = {"description": data}
         elif isinstance(data, Mapping):
@@ -387,7 +391,7 @@ class MemoryService:
 
         def attempt() -> AddResult:
             stored = self.crud.fetch(scope, memory_id, kind)
-            return self._update(stored, changes, scope, refresh, actor, reason, similarity)
+            return self._update(stored, changes, scope, refresh, actor, reason, similarity, hooks)
 
         with self._one_memory(scope, memory_id):
             return retried(attempt, memory_id)
@@ -406,6 +410,7 @@ class MemoryService:
         actor: str,
         reason: str | None = None,
         similarity: float | None = None,
+        hooks: Hooks | None = None,
     ) -> AddResult:
         kind = stored.kind
         now = datetime.now().astimezone()
@@ -413,6 +418,8 @@ class MemoryService:
         merged = {k: v for k, v in merged.items() if v is not None}
         if "updatetime" not in changes:
             merged["updatetime"] = now
+        if hooks and hooks.before_write:
+            merged = _hooked_version(hooks, merged, scope, kind, stored.memory_id)
         c = self._validate(merged, kind, scope)
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
         if not {"updatetime", "strength", "vector"} & changes.keys() and _same_record(
@@ -509,6 +516,22 @@ def retried(attempt: Callable[[], T], memory_id: str) -> T:
         f"memory {memory_id!r} kept changing under us (other writers): nothing was written; "
         "try again"
     )
+
+
+def _hooked_version(
+    hooks: Hooks, data: dict[str, Any], scope: Scope, kind: MemoryKind, memory_id: str
+) -> dict[str, Any]:
+    """An update's new version through the before_write hooks, as an add's record would go
+    (a rejection raises before anything is written); a hook cannot give it another id."""
+    ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
+    (hooked,) = hooks.run_before_write([data], ctx, ["memory"])
+    if hooked.get("id") != memory_id:
+        raise InvalidInput(
+            f"id: a before_write hook changed the id of memory {memory_id!r}; an update "
+            "cannot move a memory",
+            field="id",
+        )
+    return {k: v for k, v in hooked.items() if v is not None}
 
 
 def _same_record(new: MemoryRecord, old: MemoryRecord) -> bool:
