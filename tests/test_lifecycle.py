@@ -15,6 +15,7 @@ import pytest
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.cleanup import Policy, plan
 from kemem_es.memory.dedup import Match, decide, word_overlap
+from kemem_es.memory.extract.base import Extraction
 from kemem_es.memory.hooks import HookError, Rejected
 from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.store.layout import index_alias
@@ -161,7 +162,7 @@ def test_entity_attributes_of_the_same_entity_merge(kemem) -> None:
     )  # fmt: skip
     assert b.event == "UPDATE" and b.id == a.id
     merged = kemem.get(a.id, **A)
-    assert merged.text == "豆包是木木养的一只柯基犬" and merged.keyword == "品种"
+    assert merged.text == "豆包是木木养的一只柯基犬" and merged.keyword == "宠物、品种"
     # The same sentence about another entity is another memory.
     (c,) = kemem.add(
         {**base, "entity_name": "年糕", "description": "年糕是木木养的一只柯基犬",
@@ -169,6 +170,54 @@ def test_entity_attributes_of_the_same_entity_merge(kemem) -> None:
         **A, kind="entities",
     )  # fmt: skip
     assert c.event == "ADD"
+
+
+@pytest.mark.engine
+def test_entity_keywords_are_joined_and_a_restatement_adds_a_new_one(kemem) -> None:
+    """No keyword is lost to dedup: a merge joins them, and the same words said again with a
+    keyword the memory lacks are an UPDATE that adds it (in the history), not a NOOP."""
+    kemem.init()
+    base = {"entity_name": "木木", "entity_type": "客体", "kind": "用户属性",
+            "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    def add(text: str, keyword: str | None = None):
+        rec = {**base, "description": text} | ({"keyword": keyword} if keyword else {})
+        return kemem.add(rec, **A, kind="entities", refresh=True)[0]
+
+    a = add("木木喜欢吃螺蛳粉", "饮食")
+    b = add("木木特别喜欢吃螺蛳粉", "口味")
+    assert (b.event, b.id, b.memory.keyword) == ("UPDATE", a.id, "饮食、口味")
+    assert add("木木特别喜欢吃螺蛳粉。").event == "NOOP"
+    assert add("木木特别喜欢吃螺蛳粉！", "饮食").event == "NOOP"  # a keyword it has
+    d = add("木木特别喜欢吃螺蛳粉！", "美食、口味")
+    assert (d.event, d.id, d.memory.keyword) == ("UPDATE", a.id, "饮食、口味、美食")
+    assert kemem.get(a.id, **A, kind="entities").keyword == "饮食、口味、美食"
+    last = kemem.history(a.id, **A)[-1]
+    assert (last.event, last.reason, last.old_text, last.new_text) == (
+        "UPDATE", "dedup", "木木特别喜欢吃螺蛳粉", "木木特别喜欢吃螺蛳粉！",
+    )  # fmt: skip
+
+
+@pytest.mark.engine
+def test_an_extracted_fact_said_again_with_a_new_keyword_adds_it(kemem) -> None:
+    """Extracted facts are "said now": the same words again are a NOOP unless they bring a
+    keyword the memory lacks."""
+    kemem.init()
+    fact = {"entity_name": "木木", "entity_type": "客体", "kind": "用户属性",
+            "description": "木木会弹吉他", "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    class Says:
+        keyword = ""
+
+        def extract(self, messages, **kw):
+            return Extraction(entities=[{**fact, "keyword": self.keyword}])
+
+    kemem.extractor = says = Says()
+    (first,) = kemem.add("我会弹吉他", **A, infer=True, refresh=True)
+    assert kemem.add("我会弹吉他", **A, infer=True)[0].event == "NOOP"
+    says.keyword = "爱好"
+    (again,) = kemem.add("我会弹吉他", **A, infer=True)
+    assert (again.event, again.id, again.memory.keyword) == ("UPDATE", first.id, "爱好")
 
 
 @pytest.mark.engine
@@ -602,7 +651,6 @@ def test_hooks_transform_reject_and_rerank(kemem) -> None:
         kemem.search("生日", **A)
 
 
-
 @pytest.mark.engine
 def test_update_runs_the_before_write_hooks(kemem) -> None:
     """An update is a write: the hooks that refuse or stamp an add see the new version."""
@@ -657,6 +705,7 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
     assert by_user["u_a"].deleted == 0
     assert {m.id for m in kemem.get_all(**B).results} == {f"i{i:02d}" for i in range(7, 12)}
     assert kemem.count(**A) == 12
+
 
 @pytest.mark.engine
 def test_strength_stops_at_its_bound_and_a_stored_one_past_it_blocks_nothing(kemem) -> None:

@@ -5,7 +5,9 @@ and entity kind) with a filtered k-NN search; ``decide`` turns that into ADD / U
 
 - the same text (ignoring spaces and punctuation) → NOOP: an exact duplicate changes nothing;
 - cosine ≥ threshold (0.9) → UPDATE the existing memory: the newer text replaces the older, which
-  stays in the history, and keywords are joined. For entity attributes this is the merge rule:
+  stays in the history, and keywords are joined (an entity's one ``keyword`` as 「a、b」). A
+  restatement in the same words that brings keywords the memory lacks is an UPDATE that adds
+  them, not a NOOP. For entity attributes this is the merge rule:
   rather than concatenating texts (the old pipeline's habit, which piles near-duplicates like
   「小满的生日在十一月八号」+「小满是天蝎座，生日是11月8日」 into one ever-growing string), the
   latest statement of an attribute wins, nothing is lost (history), and the memory's strength
@@ -34,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kemem_es.engine.client import Engine, Search, engine_errors, raise_engine_error
-from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
+from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord, split_keywords
 from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.text.stopwords import default_stopwords
@@ -146,17 +148,42 @@ def nearest(
     return out
 
 
+ENTITY_KEYWORD_SEP = "、"  # an entity's joined keyword: 「饮食、口味」, the "a、b" events accept
+
+
+def _keyword_words(record: MemoryRecord, source: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The stored memory's keywords and the record's, as lists of words for both kinds."""
+    if isinstance(record, EntityRecord):
+        return split_keywords(source.get("keyword") or ""), split_keywords(record.keyword)
+    return list(source.get("keywords") or []), list(record.keywords)
+
+
+def new_keywords(record: MemoryRecord, source: dict[str, Any]) -> list[str]:
+    """The record's keywords the stored memory lacks: a merge must not drop them, so a
+    restatement that brings some is an UPDATE, not a NOOP."""
+    old, new = _keyword_words(record, source)
+    return [k for k in dict.fromkeys(new) if k not in old]
+
+
+def joined_keywords(record: MemoryRecord, source: dict[str, Any]) -> dict[str, Any]:
+    """The keyword field a merge writes: the stored words, then the record's new ones."""
+    old, _ = _keyword_words(record, source)
+    words = old + new_keywords(record, source)
+    if isinstance(record, EntityRecord):
+        return {"keyword": ENTITY_KEYWORD_SEP.join(words)} if words != old else {}
+    return {"keywords": words}
+
+
 def merged_changes(record: MemoryRecord, match: Match) -> dict[str, Any]:
     """What an UPDATE writes onto the matched memory: the newer statement, keywords joined."""
     changes: dict[str, Any] = {"description": record.description}
+    changes.update(joined_keywords(record, match.source))
     data = record.model_dump(exclude_unset=True, exclude={"id", "agent_id", "user_id"})
     if isinstance(record, EntityRecord):
-        for f in ("keyword", "entity_type", "updatetime"):
+        for f in ("entity_type", "updatetime"):
             if f in data:
                 changes[f] = data[f]
     else:
-        old = list(match.source.get("keywords") or [])
-        changes["keywords"] = old + [k for k in record.keywords if k not in old]
         for f in ("deepinsight", "place", "scene", "updatetime"):
             if data.get(f):
                 changes[f] = data[f]

@@ -27,6 +27,7 @@ from kemem_es.memory.dedup import (
     decide,
     merged_changes,
     nearest,
+    new_keywords,
     normalise,
 )
 from kemem_es.memory.hooks import HookContext, Hooks
@@ -239,9 +240,13 @@ class MemoryService:
 
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
-        same entity's attributes of the same kind only, where the cosine suffices."""
+        same entity's attributes of the same kind only, where the cosine suffices. The same
+        words with keywords the memory lacks are an UPDATE that adds them."""
         overlap = self.dedup_min_overlap if kind == "events" else 0.0
-        return decide(c.record.description, match, self.dedup_threshold, overlap)
+        decision = decide(c.record.description, match, self.dedup_threshold, overlap)
+        if decision == "NOOP" and match is not None and new_keywords(c.record, match.source):
+            return "UPDATE"
+        return decision
 
     def dedup_imports(
         self, items: list[Checked], kind: MemoryKind, actor: str = "import"
@@ -281,9 +286,7 @@ class MemoryService:
             for c, vec, match, decision in zip(new, vectors, matches, decisions, strict=True):
                 if match is None or decision == "ADD":
                     left.append(replace(c, embedded=vec))
-                elif decision == "NOOP" or normalise(c.record.description) in had.get(
-                    c.scope.doc_id(match.memory_id), set()
-                ):
+                elif decision == "NOOP" or _had_it(c, match, had):
                     dups += 1
                 else:
                     changes = {**merged_changes(c.record, match), "vector": vec}
@@ -538,12 +541,19 @@ def _same_record(new: MemoryRecord, old: MemoryRecord) -> bool:
     return new.model_dump(exclude={"updatetime"}) == old.model_dump(exclude={"updatetime"})
 
 
+def _had_it(c: Checked, match: Match, had: dict[str, set[str]]) -> bool:
+    """An import's record that its match has or once had, with no keyword it lacks: a copy."""
+    texts = had.get(c.scope.doc_id(match.memory_id), set())
+    return normalise(c.record.description) in texts and not new_keywords(c.record, match.source)
+
+
 def _said_again(c: Checked, stored: Stored) -> bool:
-    """The memory's own words, with nothing new: a session or metadata the call does not give
-    is not a change (the text alone says nothing about them)."""
+    """The memory's own words, with nothing new: a session, metadata or keywords the call does
+    not give are not a change (the text alone says nothing about them)."""
     src, rec = stored.source, c.record
     return (
         src.get("description") == rec.description
+        and not new_keywords(rec, src)
         and (rec.session_id is None or src.get("session_id") == rec.session_id)
         and all((src.get("metadata") or {}).get(k) == v for k, v in rec.metadata.items())
     )
