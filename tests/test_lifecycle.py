@@ -221,6 +221,39 @@ def test_an_extracted_fact_said_again_with_a_new_keyword_adds_it(kemem) -> None:
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize("seen_by", ["engine", "recent writes"])
+def test_entity_names_are_compared_as_the_tokenizer_sees_them(kemem, seen_by: str) -> None:
+    """Linda and linda, ＡＢＣ乐队 and ABC乐队 are one entity each (NFKC, lowercase), whether
+    dedup finds the first spelling through the engine's search or this process's writes."""
+    kemem.init()
+    base = {"entity_type": "具体实体", "kind": "特殊实体属性", "keyword": "职业",
+            "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    def add(name: str, text: str):
+        rec = {**base, "entity_name": name, "description": text}
+        (res,) = kemem.add(rec, **A, kind="entities", refresh=True)
+        if seen_by == "engine":
+            kemem.memories.recent.forget(Scope.of(**A))
+        return res
+
+    pairs = [
+        (("Linda", "Linda在市医院当护士"), ("linda", "Linda在市里的医院当护士")),
+        (("ＡＢＣ乐队", "ABC乐队是木木最喜欢的乐队"), ("ABC乐队", "ABC乐队是木木最最喜欢的乐队")),
+    ]
+    ids = []
+    for first, second in pairs:
+        a, b = add(*first), add(*second)
+        assert (a.event, b.event, b.id) == ("ADD", "UPDATE", a.id), (first, second, b)
+        assert b.memory.entity_name == first[0]  # the first spelling stays
+        ids.append(a.id)
+    # Another entity whose name holds the same word stays apart, either way round.
+    assert add("Linda的妈妈", "Linda的妈妈在市医院当护士").event == "ADD"
+    c = add("LINDA", "Linda在市里的医院当护士长")
+    assert (c.event, c.id) == ("UPDATE", ids[0])
+    assert kemem.count(**A, kind="entities") == 3
+
+
+@pytest.mark.engine
 def test_import_dedup_is_an_option(kemem) -> None:
     kemem.init()
     kemem.add("木木喜欢吃螺蛳粉", **A, refresh=True)

@@ -163,7 +163,7 @@ class MemoryService:
             )  # fmt: skip
         vector = self.writer.vectors([c.record])[0]
         if stored is None and dedup:
-            (found,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
+            (found,) = self._nearest([(c.scope, c.record, vector)], kind)
             match = closer(found, self.recent.nearest(c.scope, kind, c.record, vector))
             decision = self._decide(c, match, kind)
             if match is not None and decision == "NOOP":
@@ -238,6 +238,16 @@ class MemoryService:
             return cand, decision
         return None, self._decide(c, None, kind)
 
+    def _nearest(
+        self, items: list[tuple[Scope, MemoryRecord, list[float]]], kind: MemoryKind
+    ) -> list[Match | None]:
+        """``dedup.nearest`` with each scope's tokenizer for entities, whose names it compares
+        as the tokenizer does."""
+        if kind != "entities" or not items:
+            return nearest(self.engine, items, kind)
+        toks = self.writer.tokenizers([(scope, record) for scope, record, _ in items])
+        return nearest(self.engine, items, kind, toks)
+
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
         same entity's attributes of the same kind only, where the cosine suffices. The same
@@ -275,7 +285,7 @@ class MemoryService:
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
             triples = [(c.scope, c.record, v) for c, v in zip(new, vectors, strict=True)]
-            matches = nearest(self.engine, triples, kind)
+            matches = self._nearest(triples, kind)
             decisions = [self._decide(c, m, kind) for c, m in zip(new, matches, strict=True)]
             folds = {
                 c.scope.doc_id(m.memory_id)
