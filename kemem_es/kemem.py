@@ -591,10 +591,11 @@ class Kemem:
         kind: MemoryKind | None = None,
         refresh: bool = False,
     ) -> AddResult:
-        """Change some fields of a memory (a text changes its description); the rest stays."""
+        """Change some fields of a memory (a text changes its description); the rest stays.
+        The before_write hooks see the new version, as they see an add's record."""
         self._open()
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.update(memory_id, data, scope, kind, refresh)
+        return self.memories.update(memory_id, data, scope, kind, refresh, hooks=self.hooks)
 
     def delete(
         self,

@@ -281,6 +281,11 @@ def check_vector(v: list[float] | None) -> list[float] | None:
     return v if abs(norm - 1.0) <= UNIT_TOLERANCE else (arr / norm).round(7).tolist()
 
 
+def split_keywords(text: str) -> list[str]:
+    """Keywords given as one string: upstream extractors often send "a,b,c" or "a、b"."""
+    return [p.strip() for p in text.replace("，", ",").replace("、", ",").split(",") if p.strip()]
+
+
 class _Record(BaseModel):
     """Fields shared by every memory: scope, names, strength.
 
@@ -330,10 +335,7 @@ class EventRecord(_Record):
     @field_validator("keywords", mode="before")
     @classmethod
     def _split_keywords(cls, v: Any) -> Any:
-        # Upstream extractors often send "a,b,c" or "a、b"; accept both shapes.
-        if isinstance(v, str):
-            return [p for p in v.replace("，", ",").replace("、", ",").split(",") if p.strip()]
-        return v
+        return split_keywords(v) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _need_a_time(self) -> EventRecord:

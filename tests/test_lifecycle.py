@@ -15,6 +15,7 @@ import pytest
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.cleanup import Policy, plan
 from kemem_es.memory.dedup import Match, decide, word_overlap
+from kemem_es.memory.extract.base import Extraction
 from kemem_es.memory.hooks import HookError, Rejected
 from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.store.layout import index_alias
@@ -161,7 +162,7 @@ def test_entity_attributes_of_the_same_entity_merge(kemem) -> None:
     )  # fmt: skip
     assert b.event == "UPDATE" and b.id == a.id
     merged = kemem.get(a.id, **A)
-    assert merged.text == "豆包是木木养的一只柯基犬" and merged.keyword == "品种"
+    assert merged.text == "豆包是木木养的一只柯基犬" and merged.keyword == "宠物、品种"
     # The same sentence about another entity is another memory.
     (c,) = kemem.add(
         {**base, "entity_name": "年糕", "description": "年糕是木木养的一只柯基犬",
@@ -169,6 +170,87 @@ def test_entity_attributes_of_the_same_entity_merge(kemem) -> None:
         **A, kind="entities",
     )  # fmt: skip
     assert c.event == "ADD"
+
+
+@pytest.mark.engine
+def test_entity_keywords_are_joined_and_a_restatement_adds_a_new_one(kemem) -> None:
+    """No keyword is lost to dedup: a merge joins them, and the same words said again with a
+    keyword the memory lacks are an UPDATE that adds it (in the history), not a NOOP."""
+    kemem.init()
+    base = {"entity_name": "木木", "entity_type": "客体", "kind": "用户属性",
+            "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    def add(text: str, keyword: str | None = None):
+        rec = {**base, "description": text} | ({"keyword": keyword} if keyword else {})
+        return kemem.add(rec, **A, kind="entities", refresh=True)[0]
+
+    a = add("木木喜欢吃螺蛳粉", "饮食")
+    b = add("木木特别喜欢吃螺蛳粉", "口味")
+    assert (b.event, b.id, b.memory.keyword) == ("UPDATE", a.id, "饮食、口味")
+    assert add("木木特别喜欢吃螺蛳粉。").event == "NOOP"
+    assert add("木木特别喜欢吃螺蛳粉！", "饮食").event == "NOOP"  # a keyword it has
+    d = add("木木特别喜欢吃螺蛳粉！", "美食、口味")
+    assert (d.event, d.id, d.memory.keyword) == ("UPDATE", a.id, "饮食、口味、美食")
+    assert kemem.get(a.id, **A, kind="entities").keyword == "饮食、口味、美食"
+    last = kemem.history(a.id, **A)[-1]
+    assert (last.event, last.reason, last.old_text, last.new_text) == (
+        "UPDATE", "dedup", "木木特别喜欢吃螺蛳粉", "木木特别喜欢吃螺蛳粉！",
+    )  # fmt: skip
+
+
+@pytest.mark.engine
+def test_an_extracted_fact_said_again_with_a_new_keyword_adds_it(kemem) -> None:
+    """Extracted facts are "said now": the same words again are a NOOP unless they bring a
+    keyword the memory lacks."""
+    kemem.init()
+    fact = {"entity_name": "木木", "entity_type": "客体", "kind": "用户属性",
+            "description": "木木会弹吉他", "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    class Says:
+        keyword = ""
+
+        def extract(self, messages, **kw):
+            return Extraction(entities=[{**fact, "keyword": self.keyword}])
+
+    kemem.extractor = says = Says()
+    (first,) = kemem.add("我会弹吉他", **A, infer=True, refresh=True)
+    assert kemem.add("我会弹吉他", **A, infer=True)[0].event == "NOOP"
+    says.keyword = "爱好"
+    (again,) = kemem.add("我会弹吉他", **A, infer=True)
+    assert (again.event, again.id, again.memory.keyword) == ("UPDATE", first.id, "爱好")
+
+
+@pytest.mark.engine
+@pytest.mark.parametrize("seen_by", ["engine", "recent writes"])
+def test_entity_names_are_compared_as_the_tokenizer_sees_them(kemem, seen_by: str) -> None:
+    """Linda and linda, ＡＢＣ乐队 and ABC乐队 are one entity each (NFKC, lowercase), whether
+    dedup finds the first spelling through the engine's search or this process's writes."""
+    kemem.init()
+    base = {"entity_type": "具体实体", "kind": "特殊实体属性", "keyword": "职业",
+            "updatetime": "2025-03-01 10:00:00"}  # fmt: skip
+
+    def add(name: str, text: str):
+        rec = {**base, "entity_name": name, "description": text}
+        (res,) = kemem.add(rec, **A, kind="entities", refresh=True)
+        if seen_by == "engine":
+            kemem.memories.recent.forget(Scope.of(**A))
+        return res
+
+    pairs = [
+        (("Linda", "Linda在市医院当护士"), ("linda", "Linda在市里的医院当护士")),
+        (("ＡＢＣ乐队", "ABC乐队是木木最喜欢的乐队"), ("ABC乐队", "ABC乐队是木木最最喜欢的乐队")),
+    ]
+    ids = []
+    for first, second in pairs:
+        a, b = add(*first), add(*second)
+        assert (a.event, b.event, b.id) == ("ADD", "UPDATE", a.id), (first, second, b)
+        assert b.memory.entity_name == first[0]  # the first spelling stays
+        ids.append(a.id)
+    # Another entity whose name holds the same word stays apart, either way round.
+    assert add("Linda的妈妈", "Linda的妈妈在市医院当护士").event == "ADD"
+    c = add("LINDA", "Linda在市里的医院当护士长")
+    assert (c.event, c.id) == ("UPDATE", ids[0])
+    assert kemem.count(**A, kind="entities") == 3
 
 
 @pytest.mark.engine
@@ -600,6 +682,36 @@ def test_hooks_transform_reject_and_rerank(kemem) -> None:
     kemem.hooks.after_search[:] = [lambda resp, ctx: None]
     with pytest.raises(HookError, match="must return the response"):
         kemem.search("生日", **A)
+
+
+@pytest.mark.engine
+def test_update_runs_the_before_write_hooks(kemem) -> None:
+    """An update is a write: the hooks that refuse or stamp an add see the new version."""
+    kemem.init()
+    seen = []
+
+    def no_secrets(record: dict, ctx) -> dict:
+        seen.append((ctx.kind, record["description"], record.get("place")))
+        if "密码" in record["description"]:
+            raise Rejected("contains a password")
+        record["metadata"] = {**(record.get("metadata") or {}), "checked": record["description"]}
+        return record
+
+    (r,) = kemem.add("我今天去了健身房", **A, refresh=True)
+    kemem.hooks.before_write.append(no_secrets)
+    try:
+        with pytest.raises(Rejected, match="no_secrets: contains a password"):
+            kemem.update(r.id, "我的银行卡密码是123456", **A)
+        stored = kemem.get(r.id, **A)
+        assert (stored.text, stored.metadata) == ("我今天去了健身房", {})
+        assert [h.event for h in kemem.history(r.id, **A)] == ["ADD"]
+        # A partial update: the hook sees the whole new version, and its change is written.
+        res = kemem.update(r.id, {"place": "健身房"}, **A)
+        assert seen[-1] == ("events", "我今天去了健身房", "健身房")
+        assert res.event == "UPDATE" and res.memory.metadata == {"checked": "我今天去了健身房"}
+        assert kemem.get(r.id, **A).metadata == {"checked": "我今天去了健身房"}
+    finally:
+        kemem.hooks.before_write.clear()
 
 
 @pytest.mark.engine

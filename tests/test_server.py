@@ -25,6 +25,7 @@ from support import HangingProxy, opened, serve_process, serving  # noqa: E402
 
 from kemem_es import AsyncKemem, Kemem  # noqa: E402
 from kemem_es.errors import EngineUnavailable  # noqa: E402
+from kemem_es.memory.hooks import Rejected  # noqa: E402
 from kemem_es.server import create_app  # noqa: E402
 
 A = {"agent_id": "agent_a", "user_id": "u1"}
@@ -284,6 +285,24 @@ def test_memories_crud_history_and_paging(seeded: Kemem) -> None:
     assert error_of(c.get(f"/v1/memories/{mid}", params=A), 404)["code"] == "not_found"
     hist = c.get(f"/v1/memories/{mid}/history", params=A).json()["results"]
     assert [h["event"] for h in hist] == ["ADD", "UPDATE", "DELETE"]
+
+
+@pytest.mark.engine
+def test_patch_runs_the_before_write_hooks(seeded: Kemem) -> None:
+    """PATCH goes through the same update as the library: a hook's rejection is a 422 with
+    nothing written."""
+    c = client(seeded)
+    mid = c.post("/v1/memories", json={"text": "木木明天去看牙医", **A}).json()["results"][0]["id"]
+
+    def no_secrets(record: dict, ctx: Any) -> dict:
+        if "密码" in record["description"]:
+            raise Rejected("contains a password")
+        return record
+
+    c.app.state.kemem.hooks.before_write.append(no_secrets)
+    r = c.patch(f"/v1/memories/{mid}", params=A, json={"text": "我的银行卡密码是123456"})
+    assert "contains a password" in error_of(r, 422)["message"]
+    assert c.get(f"/v1/memories/{mid}", params=A).json()["text"] == "木木明天去看牙医"
 
 
 @pytest.mark.engine

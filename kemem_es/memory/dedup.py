@@ -1,11 +1,14 @@
 """Dedup on write: a new fact very similar to an existing memory updates it instead of piling up.
 
 The engine finds the nearest memory of the same scope and kind (for entities: of the same entity
-and entity kind) with a filtered k-NN search; ``decide`` turns that into ADD / UPDATE / NOOP:
+and entity kind; names compared as the tokenizer sees them: Linda is linda, and ＡＢＣ乐队 is
+ABC乐队) with a filtered k-NN search; ``decide`` turns that into ADD / UPDATE / NOOP:
 
 - the same text (ignoring spaces and punctuation) → NOOP: an exact duplicate changes nothing;
 - cosine ≥ threshold (0.9) → UPDATE the existing memory: the newer text replaces the older, which
-  stays in the history, and keywords are joined. For entity attributes this is the merge rule:
+  stays in the history, and keywords are joined (an entity's one ``keyword`` as 「a、b」). A
+  restatement in the same words that brings keywords the memory lacks is an UPDATE that adds
+  them, not a NOOP. For entity attributes this is the merge rule:
   rather than concatenating texts (the old pipeline's habit, which piles near-duplicates like
   「小满的生日在十一月八号」+「小满是天蝎座，生日是11月8日」 into one ever-growing string), the
   latest statement of an attribute wins, nothing is lost (history), and the memory's strength
@@ -27,19 +30,22 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from kemem_es.engine.client import Engine, Search, engine_errors, raise_engine_error
-from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord
+from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord, split_keywords
+from kemem_es.store.documents import TextTokenizer
 from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
 from kemem_es.store.scope import Scope
 from kemem_es.text.stopwords import default_stopwords
+from kemem_es.text.tokenizer import normalize
 
 Decision = Literal["ADD", "UPDATE", "NOOP"]
+ENTITY_CANDIDATES = 10  # an entity's nearest attributes whose names share its words, checked
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
@@ -94,11 +100,26 @@ def decide(
     return "UPDATE" if word_overlap(new_text, old_text) >= min_overlap else "ADD"
 
 
-def _filters(scope: Scope, record: MemoryRecord) -> list[dict[str, Any]]:
+def same_entity(source: Mapping[str, Any], record: MemoryRecord) -> bool:
+    """Whether a stored memory is about the record's entity and entity kind: names compared
+    after the tokenizer's normalisation (NFKC, lowercase), as search compares them."""
+    if not isinstance(record, EntityRecord):
+        return True
+    name = normalize(str(source.get("entity_name") or "")).strip()
+    return name == normalize(record.entity_name).strip() and source.get("kind") == record.kind
+
+
+def _filters(scope: Scope, record: MemoryRecord, tok: TextTokenizer | None) -> list[dict[str, Any]]:
+    """The scope's filters; for an entity, its kind and its name: spelled the same, or (with
+    the scope's tokenizer) made of the same words, a superset that ``same_entity`` narrows."""
     filters = scope.filters()
     if isinstance(record, EntityRecord):
+        names: list[dict[str, Any]] = [{"term": {"entity_name": record.entity_name}}]
+        if tok is not None:
+            words = tok.index_text(record.entity_name)
+            names.append({"match": {"entity_name_tok": {"query": words, "operator": "and"}}})
         filters += [
-            {"term": {"entity_name": record.entity_name}},
+            {"bool": {"should": names, "minimum_should_match": 1}},
             {"term": {"kind": record.kind}},
         ]
     return filters
@@ -108,18 +129,22 @@ def nearest(
     engine: Engine,
     items: Sequence[tuple[Scope, MemoryRecord, Sequence[float]]],
     kind: MemoryKind,
+    tokenizers: Mapping[Scope, TextTokenizer] | None = None,
 ) -> list[Match | None]:
-    """The nearest memory for each (scope, record, vector), in one round trip."""
+    """The nearest memory for each (scope, record, vector), in one round trip. ``tokenizers``
+    (each scope's): entities also match their names spelled otherwise (case, full width)."""
     if not items:
         return []
     prefix = engine.settings.index_prefix
     searches: list[Search] = []
     for scope, record, vector in items:
+        tok = (tokenizers or {}).get(scope)
+        k = ENTITY_CANDIDATES if isinstance(record, EntityRecord) and tok is not None else 1
         # The graph's own score depends on its space (innerproduct on new OpenSearch indices,
         # cosine on older ones): the nearest is rescored as (1 + cos) / 2 explicitly.
-        ann = engine.ann_query(VECTOR_FIELD, vector, 1, _filters(scope, record))
+        ann = engine.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
         body = {
-            "size": 1,
+            "size": k,
             "query": {
                 "function_score": {
                     "query": ann,
@@ -133,12 +158,15 @@ def nearest(
     with engine_errors("looking for duplicates"):
         responses = engine.msearch(searches)
     out: list[Match | None] = []
-    for (scope, _, _), resp in zip(items, responses, strict=True):
+    for (scope, record, _), resp in zip(items, responses, strict=True):
         if "error" in resp:  # a write must not pass a failed duplicate check as "none found"
             raise_engine_error(resp, "looking for duplicates")
         hits = resp.get("hits", {}).get("hits", [])
-        hit = hits[0] if hits else None
-        if hit is None or not scope.owns(hit["_source"]):
+        hit = next(
+            (h for h in hits if scope.owns(h["_source"]) and same_entity(h["_source"], record)),
+            None,
+        )
+        if hit is None:
             out.append(None)
             continue
         cosine = 2.0 * float(hit["_score"]) - 1.0
@@ -146,17 +174,42 @@ def nearest(
     return out
 
 
+ENTITY_KEYWORD_SEP = "、"  # an entity's joined keyword: 「饮食、口味」, the "a、b" events accept
+
+
+def _keyword_words(record: MemoryRecord, source: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The stored memory's keywords and the record's, as lists of words for both kinds."""
+    if isinstance(record, EntityRecord):
+        return split_keywords(source.get("keyword") or ""), split_keywords(record.keyword)
+    return list(source.get("keywords") or []), list(record.keywords)
+
+
+def new_keywords(record: MemoryRecord, source: dict[str, Any]) -> list[str]:
+    """The record's keywords the stored memory lacks: a merge must not drop them, so a
+    restatement that brings some is an UPDATE, not a NOOP."""
+    old, new = _keyword_words(record, source)
+    return [k for k in dict.fromkeys(new) if k not in old]
+
+
+def joined_keywords(record: MemoryRecord, source: dict[str, Any]) -> dict[str, Any]:
+    """The keyword field a merge writes: the stored words, then the record's new ones."""
+    old, _ = _keyword_words(record, source)
+    words = old + new_keywords(record, source)
+    if isinstance(record, EntityRecord):
+        return {"keyword": ENTITY_KEYWORD_SEP.join(words)} if words != old else {}
+    return {"keywords": words}
+
+
 def merged_changes(record: MemoryRecord, match: Match) -> dict[str, Any]:
     """What an UPDATE writes onto the matched memory: the newer statement, keywords joined."""
     changes: dict[str, Any] = {"description": record.description}
+    changes.update(joined_keywords(record, match.source))
     data = record.model_dump(exclude_unset=True, exclude={"id", "agent_id", "user_id"})
     if isinstance(record, EntityRecord):
-        for f in ("keyword", "entity_type", "updatetime"):
+        for f in ("entity_type", "updatetime"):
             if f in data:
                 changes[f] = data[f]
     else:
-        old = list(match.source.get("keywords") or [])
-        changes["keywords"] = old + [k for k in record.keywords if k not in old]
         for f in ("deepinsight", "place", "scene", "updatetime"):
             if data.get(f):
                 changes[f] = data[f]
@@ -252,10 +305,7 @@ class RecentWrites:
         v = np.asarray(vector, dtype=np.float32)
         best: Match | None = None
         for memory_id, w in entries:
-            if isinstance(record, EntityRecord) and (
-                w.source.get("entity_name") != record.entity_name
-                or w.source.get("kind") != record.kind
-            ):
+            if not same_entity(w.source, record):
                 continue
             norm = float(np.linalg.norm(v) * np.linalg.norm(w.vector)) or 1.0
             cosine = float(v @ w.vector) / norm

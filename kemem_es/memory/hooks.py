@@ -1,7 +1,8 @@
 """Processing hooks (the seed's ``process`` interface): the operator's own code at two points.
 
 - ``before_write(record, ctx) -> record | None``: transform or enrich record data before it is
-  validated and written, or reject it by raising :class:`Rejected` (or returning None).
+  validated and written, or reject it by raising :class:`Rejected` (or returning None). On an
+  update, ``record`` is the whole new version (stored fields with the changes applied).
 - ``after_search(response, ctx) -> response``: filter or re-rank the hits of a query.
 
 Hooks may be plain functions or ``async def``. They run on copies, all of them before anything

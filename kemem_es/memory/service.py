@@ -27,8 +27,10 @@ from kemem_es.memory.dedup import (
     decide,
     merged_changes,
     nearest,
+    new_keywords,
     normalise,
 )
+from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
@@ -161,7 +163,7 @@ class MemoryService:
             )  # fmt: skip
         vector = self.writer.vectors([c.record])[0]
         if stored is None and dedup:
-            (found,) = nearest(self.engine, [(c.scope, c.record, vector)], kind)
+            (found,) = self._nearest([(c.scope, c.record, vector)], kind)
             match = closer(found, self.recent.nearest(c.scope, kind, c.record, vector))
             decision = self._decide(c, match, kind)
             if match is not None and decision == "NOOP":
@@ -236,11 +238,25 @@ class MemoryService:
             return cand, decision
         return None, self._decide(c, None, kind)
 
+    def _nearest(
+        self, items: list[tuple[Scope, MemoryRecord, list[float]]], kind: MemoryKind
+    ) -> list[Match | None]:
+        """``dedup.nearest`` with each scope's tokenizer for entities, whose names it compares
+        as the tokenizer does."""
+        if kind != "entities" or not items:
+            return nearest(self.engine, items, kind)
+        toks = self.writer.tokenizers([(scope, record) for scope, record, _ in items])
+        return nearest(self.engine, items, kind, toks)
+
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
-        same entity's attributes of the same kind only, where the cosine suffices."""
+        same entity's attributes of the same kind only, where the cosine suffices. The same
+        words with keywords the memory lacks are an UPDATE that adds them."""
         overlap = self.dedup_min_overlap if kind == "events" else 0.0
-        return decide(c.record.description, match, self.dedup_threshold, overlap)
+        decision = decide(c.record.description, match, self.dedup_threshold, overlap)
+        if decision == "NOOP" and match is not None and new_keywords(c.record, match.source):
+            return "UPDATE"
+        return decision
 
     def dedup_imports(
         self, items: list[Checked], kind: MemoryKind, actor: str = "import"
@@ -269,7 +285,7 @@ class MemoryService:
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
             triples = [(c.scope, c.record, v) for c, v in zip(new, vectors, strict=True)]
-            matches = nearest(self.engine, triples, kind)
+            matches = self._nearest(triples, kind)
             decisions = [self._decide(c, m, kind) for c, m in zip(new, matches, strict=True)]
             folds = {
                 c.scope.doc_id(m.memory_id)
@@ -280,9 +296,7 @@ class MemoryService:
             for c, vec, match, decision in zip(new, vectors, matches, decisions, strict=True):
                 if match is None or decision == "ADD":
                     left.append(replace(c, embedded=vec))
-                elif decision == "NOOP" or normalise(c.record.description) in had.get(
-                    c.scope.doc_id(match.memory_id), set()
-                ):
+                elif decision == "NOOP" or _had_it(c, match, had):
                     dups += 1
                 else:
                     changes = {**merged_changes(c.record, match), "vector": vec}
@@ -360,10 +374,13 @@ class MemoryService:
         actor: str = "api",
         reason: str | None = None,
         similarity: float | None = None,
+        hooks: Hooks | None = None,
     ) -> AddResult:
         """A partial update: only the given fields change; recall counts and created_at
         survive; updatetime becomes now unless given; strength grows by the Ebbinghaus rule
-        (the time since the last write) unless given."""
+        (the time since the last write) unless given. ``hooks``: the caller's before_write
+        hooks, run on the whole new version (a dedup merge inside ``add`` passes none: its
+        record was hooked already)."""
         if isinstance(data, str):
             changes: dict[str, Any] = {"description": data}
         elif isinstance(data, Mapping):
@@ -387,7 +404,7 @@ class MemoryService:
 
         def attempt() -> AddResult:
             stored = self.crud.fetch(scope, memory_id, kind)
-            return self._update(stored, changes, scope, refresh, actor, reason, similarity)
+            return self._update(stored, changes, scope, refresh, actor, reason, similarity, hooks)
 
         with self._one_memory(scope, memory_id):
             return retried(attempt, memory_id)
@@ -406,6 +423,7 @@ class MemoryService:
         actor: str,
         reason: str | None = None,
         similarity: float | None = None,
+        hooks: Hooks | None = None,
     ) -> AddResult:
         kind = stored.kind
         now = datetime.now().astimezone()
@@ -413,6 +431,8 @@ class MemoryService:
         merged = {k: v for k, v in merged.items() if v is not None}
         if "updatetime" not in changes:
             merged["updatetime"] = now
+        if hooks and hooks.before_write:
+            merged = _hooked_version(hooks, merged, scope, kind, stored.memory_id)
         c = self._validate(merged, kind, scope)
         old_record = self._validate(stored_record_data(stored.source, kind), kind, scope).record
         if not {"updatetime", "strength", "vector"} & changes.keys() and _same_record(
@@ -511,16 +531,39 @@ def retried(attempt: Callable[[], T], memory_id: str) -> T:
     )
 
 
+def _hooked_version(
+    hooks: Hooks, data: dict[str, Any], scope: Scope, kind: MemoryKind, memory_id: str
+) -> dict[str, Any]:
+    """An update's new version through the before_write hooks, as an add's record would go
+    (a rejection raises before anything is written); a hook cannot give it another id."""
+    ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
+    (hooked,) = hooks.run_before_write([data], ctx, ["memory"])
+    if hooked.get("id") != memory_id:
+        raise InvalidInput(
+            f"id: a before_write hook changed the id of memory {memory_id!r}; an update "
+            "cannot move a memory",
+            field="id",
+        )
+    return {k: v for k, v in hooked.items() if v is not None}
+
+
 def _same_record(new: MemoryRecord, old: MemoryRecord) -> bool:
     return new.model_dump(exclude={"updatetime"}) == old.model_dump(exclude={"updatetime"})
 
 
+def _had_it(c: Checked, match: Match, had: dict[str, set[str]]) -> bool:
+    """An import's record that its match has or once had, with no keyword it lacks: a copy."""
+    texts = had.get(c.scope.doc_id(match.memory_id), set())
+    return normalise(c.record.description) in texts and not new_keywords(c.record, match.source)
+
+
 def _said_again(c: Checked, stored: Stored) -> bool:
-    """The memory's own words, with nothing new: a session or metadata the call does not give
-    is not a change (the text alone says nothing about them)."""
+    """The memory's own words, with nothing new: a session, metadata or keywords the call does
+    not give are not a change (the text alone says nothing about them)."""
     src, rec = stored.source, c.record
     return (
         src.get("description") == rec.description
+        and not new_keywords(rec, src)
         and (rec.session_id is None or src.get("session_id") == rec.session_id)
         and all((src.get("metadata") or {}).get(k) == v for k, v in rec.metadata.items())
     )
