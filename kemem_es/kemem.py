@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings, get_settings
+from kemem_es.config import setting_file as _setting_file
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
@@ -161,6 +162,10 @@ class Kemem:
         from kemem_es.text.tokenizer import USER_DICT_PATH
 
         if self.settings.user_dict:
+            from kemem_es.text.tokenizer import _read_user_dict
+
+            with _setting_file("user_dict"):  # checked now, named, not at the first cut
+                _read_user_dict(self.settings.user_dict)
             return Tokenizer(user_dict_paths=[USER_DICT_PATH, self.settings.user_dict])
         return default_tokenizer()
 
@@ -172,10 +177,12 @@ class Kemem:
         s = self.settings
         if s.lexicon_path or s.lexicon_overrides:
             overrides = [s.lexicon_overrides] if s.lexicon_overrides else []
-            lexicon = Lexicon.load(s.lexicon_path, overrides=overrides)
+            with _setting_file("lexicon_path", also=("lexicon_overrides", s.lexicon_overrides)):
+                lexicon = Lexicon.load(s.lexicon_path, overrides=overrides)
         else:
             lexicon = default_lexicon()
-        idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
+        with _setting_file("idf_path"):
+            idf = IdfTable.load(s.idf_path) if s.idf_path else default_idf()
         return Expander(lexicon, self.tokenizer, idf)
 
     @lazy
@@ -205,6 +212,7 @@ class Kemem:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
+        _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
         with engine_errors("warming up"):
             _ = self.searcher
 

@@ -59,7 +59,8 @@ def guarded() -> Iterator[None]:
     try:
         yield
     except InvalidInput as exc:
-        error(str(exc))
+        # a setting's line whole (rich would break it at 80 columns in a log)
+        error(str(exc), soft_wrap=bool(exc.field and exc.field.startswith("KEMEM_")))
         # not again what the line says (a settings error's message is its first problem)
         print_problems([p for p in exc.problems if not str(exc).endswith(p)])
         raise typer.Exit(EXIT_INVALID) from None

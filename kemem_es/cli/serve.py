@@ -77,9 +77,10 @@ def serve(
     from kemem_es.async_kemem import AsyncKemem
 
     km = AsyncKemem(settings)
-    with guarded():  # a missing model fails now, not on every request
+    with guarded():  # a missing model or a bad text file fails now, not on every request
         km.core.embedder  # noqa: B018
         km.core.tokenizer  # noqa: B018
+        km.core.expander  # noqa: B018  (the lexicon, its overrides and the IDF table)
     log = logging.getLogger("kemem_es.server")
     if not settings.server_api_keys:
         log.warning("no API keys configured: open access")

@@ -7,6 +7,7 @@ that differ between the two official clients, and the vector pieces of a query, 
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
 import time
@@ -122,8 +123,28 @@ def describe_client_error(exc: BaseException) -> str:
     if status is not None and isinstance(body, dict) and "error" in body:
         return with_remedy(f"HTTP {status} {type_and_reason(body['error'])}")
     if status is not None:  # an answer without an error object: its status says enough
-        return with_remedy(f"HTTP {status} {getattr(exc, 'error', '') or type(exc).__name__}")
-    return with_remedy(" ".join(str(exc).split())[:300] or type(exc).__name__)
+        what = one_line(str(getattr(exc, "error", "") or "")) or type(exc).__name__
+        return with_remedy(f"HTTP {status} {what}")
+    return with_remedy(one_line(str(exc), 300) or type(exc).__name__)
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """A body as one short line: an HTML page (a gateway's or proxy's error page) by its
+    title, else its first line of text; never the whole page."""
+    if "<" in text and re.search(r"<(!doctype|html|head|body|title)\b", text, re.IGNORECASE):
+        found = _TITLE.search(text)
+        if found and found.group(1).strip():
+            text = found.group(1)
+        else:
+            lines = (" ".join(_TAG.sub(" ", ln).split()) for ln in text.splitlines())
+            text = next((ln for ln in lines if ln), "")
+        text = html.unescape(" ".join(text.split()))
+        return f"(an HTML page: {text[:limit]})" if text else "(an HTML page)"
+    return " ".join(text.split())[:limit]
 
 
 def translate_client_error(exc: Exception, doing: str) -> KememError:

@@ -181,6 +181,8 @@ def find_jdks(
 def choose(wanted: str, jdks: list[Jdk]) -> Choice:
     """The engine and JDK to run: ``wanted`` is "auto", "3.5" or "2.19"."""
     looked = "looked at KEMEM_JAVA_HOME, JAVA_HOME, /usr/lib/jvm and the PATH"
+    if jdks and all(j.source == "KEMEM_JAVA_HOME" for j in jdks):
+        looked = "only KEMEM_JAVA_HOME is looked at while it is set; unset it to look elsewhere"
     seen = ", ".join(f"{j.version} ({j.source})" for j in jdks) or "none"
     if wanted != "auto":
         spec = ENGINES.get(wanted)

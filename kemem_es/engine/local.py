@@ -72,6 +72,14 @@ class LocalEngine:
         """The engine version and JDK this home runs (see jdk.py for the order)."""
         if self._choice is None:
             jdks = find_jdks(self.settings.java_home)
+            home = self.settings.java_home
+            if home is not None and not jdks:  # only that JDK is looked at: say it is not one
+                java = home / "bin" / "java"
+                why = f"{java} does not run" if java.is_file() else f"there is no {java}"
+                raise EngineSetupError(
+                    f"KEMEM_JAVA_HOME={home} is not a JDK ({why}); set it to a JDK's home "
+                    "folder (the one holding bin/java), or unset it to look for one"
+                )
             self._choice = choose(self.settings.engine_version, jdks)
             if self._choice.note:
                 self.notes.append(self._choice.note)

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
+from kemem_es.errors import EngineUnavailable, KememError
 from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
 from kemem_es.server.errors import error_response, hide_engine, install_handlers, refusal
@@ -202,8 +203,14 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:  # model, jieba, names and the connection now, not in the first requests
             await km.warm_up()
-        except Exception as exc:  # the engine may come later: /query degrades until it does
+        except EngineUnavailable as exc:  # may come later: /query degrades until it does
             log.warning("engine not ready at start: %s", type(exc).__name__)
+        except KememError as exc:  # a setting (a text file, the model): no query can work
+            app.state.unusable = str(exc).split("\n")[0][:300]
+            log.error("cannot answer queries: %s", app.state.unusable)
+        except Exception as exc:  # not the engine's fault: say what it is
+            app.state.unusable = f"warm-up failed: {type(exc).__name__}"
+            log.error("warm-up failed: %s: %s", type(exc).__name__, exc)
         yield
         if own:
             await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
@@ -271,6 +278,9 @@ def create_app(
     @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
     @app.head("/readyz", include_in_schema=False)
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
+        unusable = getattr(app.state, "unusable", None)
+        if unusable:  # a start-up failure no engine can cure (a bad KEMEM_* file)
+            return JSONResponse({"status": "unavailable", "reason": unusable}, 503)
         try:  # within the chat deadline: a probe waits a second or so, not the 30 s admin one
             state = await asyncio.wait_for(km.readiness(), timeout=cfg.query_timeout_s)
         except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
