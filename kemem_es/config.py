@@ -70,7 +70,9 @@ class Settings(BaseSettings):
         "the reinforcement flusher, async verbs)",
     )
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
-    index_prefix: str = Field(default="kemem", pattern=r"^[a-z0-9][a-z0-9_\-]*$")
+    # at most 200: the longest index name (prefix + "-official-entities-v2-routed") stays well
+    # under the engine's 255 bytes (a longer one failed part-way through init)
+    index_prefix: str = Field(default="kemem", max_length=200, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
     vector_quantization: Literal["none", "int8"] = Field(
         default="none",
         description="HNSW over int8-quantised vectors for new indices (OpenSearch lucene "

@@ -193,3 +193,11 @@ def test_every_settings_error_is_a_kemem_error(monkeypatch: pytest.MonkeyPatch) 
 
     with pytest.raises(KememError):
         Kemem()
+
+
+def test_an_index_prefix_is_at_most_200_characters() -> None:
+    """A 240-character prefix created one index, then failed on the next one's name (the
+    engine allows 255 bytes): init stopped part-way."""
+    assert get_settings(index_prefix="p" * 200).index_prefix == "p" * 200
+    with pytest.raises(InvalidInput, match="index_prefix"):
+        get_settings(index_prefix="p" * 201)
