@@ -24,7 +24,7 @@ from kemem_es.config import Settings
 from kemem_es.errors import EngineUnavailable, KememError
 from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
-from kemem_es.server.errors import error_response, hide_engine, install_handlers, refusal
+from kemem_es.server.errors import error_response, install_handlers, public_reason, refusal
 from kemem_es.server.metrics import Metrics
 
 log = logging.getLogger("kemem_es.server")
@@ -287,9 +287,7 @@ def create_app(
             reason = f"the engine did not answer within {cfg.query_timeout_s:g} s"
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         except Exception as exc:  # any failure to reach the engine is "not ready"
-            reason = (
-                hide_engine(str(exc).split("\n")[0], km.settings.url)[:300] or type(exc).__name__
-            )
+            reason = public_reason(exc, km.settings.url)
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         if state["missing"]:
             reason = f"indices missing: {', '.join(state['missing'])} (run `kemem-es init`)"

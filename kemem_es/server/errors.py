@@ -58,6 +58,12 @@ def hide_engine(text: str, engine_url: str | None) -> str:
     return text
 
 
+def public_reason(exc: BaseException, engine_url: str | None) -> str:
+    """Why a state check failed, as a status answer shows it: the first line, without the
+    engine's address, at most 300 characters (the exception's type when there is no text)."""
+    return hide_engine(str(exc).split("\n")[0], engine_url)[:300] or type(exc).__name__
+
+
 class ApiError(Exception):
     """An error the server itself raises (auth, confirmation, limits)."""
 

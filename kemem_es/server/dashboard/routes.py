@@ -37,7 +37,7 @@ from kemem_es.errors import KememError, invalid_options
 from kemem_es.models import Time
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.dashboard.summary import summarize
-from kemem_es.server.errors import ApiError, hide_engine
+from kemem_es.server.errors import ApiError, public_reason
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
@@ -104,7 +104,7 @@ async def overview(request: Request, access: Access = Depends(authenticate)) -> 
     try:
         stats = await km.stats(agents=access.agents)
     except KememError as exc:  # an engine that cannot be reached is a state to show, not a 503
-        reason = hide_engine(str(exc).split("\n")[0], km.settings.url)[:300] or type(exc).__name__
+        reason = public_reason(exc, km.settings.url)
         engine: dict[str, Any] = {"ok": False, "reason": reason}
         data = None
     else:
