@@ -188,24 +188,33 @@ class OpenAIExtractor:
             raise ExtractionError(
                 f"the extractor at {where} refused the credentials (HTTP {status}); {hint}"
             )
+        # The upstream's own words (an organisation id, quota text, an echo of the request)
+        # never go into the message, which reaches HTTP answers: a status and our reason; the
+        # body's excerpt, scrubbed of the key, is logged at DEBUG and kept on ``detail``.
         if status >= 500:
+            detail = self._detail(raw)
+            log.debug("extractor answered HTTP %d: %s", status, detail)
             raise _Retry(
-                ExtractionError(
-                    f"the extractor at {where} failed (HTTP {status}): {self._detail(raw)}"
-                )
+                ExtractionError(f"the extractor at {where} failed (HTTP {status})", detail=detail)
             )
         if status != 200:
             detail = self._detail(raw)
+            log.debug("extractor answered HTTP %d: %s", status, detail)
             hint = ""
             if status == 404:
                 hint = " — check KEMEM_LLM_BASE_URL (it usually ends in /v1) and KEMEM_LLM_MODEL"
             elif self.json_mode and "response_format" in detail:
                 hint = " — set KEMEM_LLM_JSON_MODE=false for servers without JSON mode"
             raise ExtractionError(
-                f"the extractor at {where} refused the request (HTTP {status}): {detail}{hint}"
+                f"the extractor at {where} refused the request (HTTP {status}){hint}",
+                detail=detail,
             )
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise ExtractionError(
+                f"the extractor at {where} answered with JSON nested too deeply"
+            ) from None
         except ValueError:
             raise ExtractionError(
                 f"the extractor at {where} answered HTTP 200 with a body that is not JSON; "
@@ -241,8 +250,11 @@ class OpenAIExtractor:
         return size
 
     def _done(self, body: Any, started: float, n_messages: int, now: datetime) -> Extraction:
-        text, finish = answer_text(body)
-        result = parse_extraction(text, now=now, finish_reason=finish)
+        try:
+            text, finish = answer_text(body)
+            result = parse_extraction(text, now=now, finish_reason=finish)
+        except RecursionError:  # an answer nested past Python's limit: upstream's fault
+            raise ExtractionError("the extractor's answer is nested too deeply") from None
         log.info(
             "extracted %d events, %d entities from %d messages in %.0f ms (model %s)",
             len(result.events),
