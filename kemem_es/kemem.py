@@ -23,6 +23,7 @@ from kemem_es.engine.bridge import Bridge, lazy, offload
 from kemem_es.engine.client import deadline, engine_errors
 from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, guarded, invalid_options
 from kemem_es.ingest.reader import read_jsonl
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
@@ -149,6 +150,7 @@ class Kemem:
 
     @lazy
     def engine(self) -> Engine:
+        quiet_client_logs()  # the clients' tracebacks and httpx's URLs (kemem_es.logs)
         return connect(self.settings, self._bridge)
 
     @lazy

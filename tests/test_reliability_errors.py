@@ -236,3 +236,37 @@ def test_http_nested_answer_is_502_and_upstream_body_never_answered(kemem) -> No
         assert "secret-token-xyz" not in r.text and "oops" not in r.text
         assert "<engine>" not in r.text and "HTTP 500" in err["message"]
         assert stub.url.split("//")[1].split("/")[0] not in r.text
+
+
+# -- log noise (item 8) -------------------------------------------------------------------------
+@pytest.mark.engine
+def test_a_hung_engine_logs_one_line_per_request_not_a_traceback(kemem, caplog) -> None:
+    from support import HangingProxy
+
+    from kemem_es import Kemem
+
+    kemem.init()
+    with HangingProxy(kemem.settings.url) as proxy:
+        settings = kemem.settings.model_copy(update={"es_url": proxy.url, "query_timeout_s": 1.0})
+        km = Kemem(settings)
+        km.get_all(**A)  # connected
+        proxy.hang()
+        with caplog.at_level(logging.WARNING), pytest.raises(KememError):
+            km.get_all(**A)
+    client = [
+        r for r in caplog.records if r.name.split(".")[0] in ("opensearch", "elastic_transport")
+    ]
+    assert client, "the client's own line is kept"
+    assert all(r.exc_info is None for r in client)
+    assert "Traceback" not in caplog.text and len(caplog.text.splitlines()) <= 4 * len(client)
+
+
+def test_httpx_does_not_log_the_llm_url_at_info(caplog) -> None:
+    from datetime import datetime, timezone
+
+    with serve_stub(GOOD) as stub:
+        ex = OpenAIExtractor(f"{stub.url}?api-key=SECRET-IN-URL", "m", timeout_s=5)
+        with caplog.at_level(logging.INFO):
+            ex.extract("我昨天去吃了螺蛳粉", now=datetime.now(timezone.utc))
+    assert "SECRET-IN-URL" not in caplog.text
+    assert stub.requests  # the request was made

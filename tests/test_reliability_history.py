@@ -132,3 +132,27 @@ def test_doctor_over_a_consistent_scope_finds_nothing(kemem) -> None:
     kemem.delete("b", **A)
     rep = kemem.repair_history(agent_id="qiyu", dry_run=True)  # the whole agent
     assert rep.consistent and rep.memories == 1 and rep.histories == 2
+
+
+def test_kemem_es_doctor_reopens_reports_and_repairs(kemem) -> None:
+    """The command: ``--reopen`` closes and reopens the memory indices (the way out of
+    OpenSearch 3.5's already_closed_exception after a foreign scroll), ``--dry-run`` exits 1
+    while something is missing, a plain run records it."""
+    from typer.testing import CliRunner
+
+    from kemem_es.cli.app import app
+
+    kemem.init()
+    kemem.add(event("a", "木木喜欢螺蛳粉"), **A)
+    with history_read_only(kemem), pytest.raises(KememError):
+        kemem.update("a", "木木喜欢桂林米粉", **A)
+    env = {"KEMEM_INDEX_PREFIX": kemem.settings.index_prefix, "KEMEM_ES_URL": kemem.settings.url}
+    args = ["doctor", "--agent", "qiyu", "--user", "u_mumu"]
+    run = CliRunner().invoke(app, [*args, "--dry-run", "--reopen"], env=env)
+    assert run.exit_code == 1, run.output
+    assert "reopened 4 indices" in run.output and "1 unrecorded versions" in run.output
+    assert CliRunner().invoke(app, args, env=env).exit_code == 0
+    run = CliRunner().invoke(app, [*args, "--dry-run"], env=env)
+    assert run.exit_code == 0 and "0 unrecorded versions, 0 unrecorded deletions" in run.output
+    assert kemem.get("a", **A).text == "木木喜欢桂林米粉"  # the reopened index still serves
+    assert kemem.history("a", **A)[-1].reason == "recovered"

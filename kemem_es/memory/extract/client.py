@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
@@ -99,6 +100,7 @@ class OpenAIExtractor:
             raise ExtractionError(f"llm_api_key: {NOT_A_HEADER_TOKEN}")
         self.url = url
         self.where = str(url.copy_with(username=None, password=None, query=None))
+        quiet_client_logs()  # httpx would log self.url, query string and all, at INFO
         self.model = model.strip()
         self.timeout_s = float(timeout_s)
         self.json_mode = json_mode
