@@ -20,8 +20,9 @@ from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
 from kemem_es.engine.errors import activity, deadline
-from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, invalid_options
+from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, guarded, invalid_options
 from kemem_es.ingest.reader import read_jsonl
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
@@ -35,7 +36,7 @@ from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
-from kemem_es.store.layout import KINDS, all_aliases, checked_kind
+from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take sec
     from kemem_es.expand import Expander
     from kemem_es.search.searcher import Searcher
     from kemem_es.store.bulk import TextEmbedder
+    from kemem_es.store.consistency import HistoryRepair
     from kemem_es.store.stats import MemoryStats
     from kemem_es.text import Tokenizer
 
@@ -148,6 +150,7 @@ class Kemem:
 
     @lazy
     def engine(self) -> Engine:
+        quiet_client_logs()  # the clients' tracebacks and httpx's URLs (kemem_es.logs)
         return connect(self.settings, self._bridge)
 
     @lazy
@@ -253,6 +256,7 @@ class Kemem:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
             with deadline(self.settings.query_timeout_s), activity("searching"):
+                self._own_writes_visible(params.agent_id, params.user_id)
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
@@ -265,6 +269,17 @@ class Kemem:
         if reinforce is not False:
             self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
+
+    def _own_writes_visible(self, agent_id: str, user_id: str) -> None:
+        """Read-your-own-writes for a query (``store.fresh``: best effort, within its deadline)."""
+        from kemem_es.store import fresh
+
+        reads = [
+            (index_alias(self.settings.index_prefix, scope.db, k), scope.routing)
+            for scope in query_scopes(agent_id, user_id)
+            for k in KINDS
+        ]
+        fresh.before_read(self.engine, reads, self.engine.read_timeout)
 
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
     @lazy
@@ -396,8 +411,8 @@ class Kemem:
 
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""
+        kind = checked_kind(kind)  # every write passes here; a kind names an index
         if (kind, db) not in self._checked:
-            kind = checked_kind(kind)  # every write passes here; a kind names an index
             ensure_compatible(self.engine, self.embedder.dim, db, kind)
             self._checked.add((kind, db))
 
@@ -668,6 +683,24 @@ class Kemem:
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope, limit)
 
+    def repair_history(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        db: Database = "user",
+        dry_run: bool = False,
+    ) -> HistoryRepair:
+        """Find (and, unless ``dry_run``, record) what the history lacks in one agent's memories
+        (one user's, with ``user_id``): stored versions that are not their memory's newest
+        entry, deletions with no DELETE entry (see docs/consistency.md). ``kemem-es doctor``."""
+        self._open()
+        from kemem_es.store.consistency import repair_history
+
+        scope = self._scope(agent_id, user_id or ("-" if db == "user" else None), db)
+        user = scope.user_id if user_id is not None else None
+        return repair_history(self.engine, scope.db, scope.agent_id, user, dry_run)
+
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
         """Engine health and version, counts per agent / user / database / kind, the strength
         distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
@@ -677,3 +710,14 @@ class Kemem:
 
         with activity("reading statistics"):
             return memory_stats(self.engine, agents)
+
+
+# Every failure of a public verb is a KememError (errors.guarded): the net under the specific
+# checks, for what they did not foresee. A new public verb is added here.
+GUARDED_VERBS = (
+    "readiness", "warm_up", "query", "flush", "cleanup", "query_simple", "prompt", "init",
+    "index_file", "index_records", "index_demo", "drain", "search", "add", "get", "get_all",
+    "update", "delete", "delete_all", "count", "history", "stats", "repair_history",
+)  # fmt: skip
+for _verb in GUARDED_VERBS:
+    setattr(Kemem, _verb, guarded(getattr(Kemem, _verb)))

@@ -29,7 +29,7 @@ from kemem_es.engine.errors import check_bulk, is_refusal, type_and_reason, with
 from kemem_es.errors import EngineUnavailable, KememError, WriteInterrupted
 from kemem_es.models import MemoryKind, MemoryRecord
 from kemem_es.runtime import offload, result_of
-from kemem_es.store import history
+from kemem_es.store import consistency, fresh, history
 from kemem_es.store.documents import (
     LIFECYCLE_FIELDS,
     TextTokenizer,
@@ -397,6 +397,7 @@ class BulkWriter:
         if entries:
             doing = f"recording the missing history of {len(entries)} unchanged memories"
             check_bulk(history.write(self.engine, entries), doing)
+            consistency.note_recorded(self.engine, entries)
 
     def vectors(
         self,
@@ -426,10 +427,12 @@ class BulkWriter:
             try:
                 resp = self.engine.bulk(lines)
             except KememError as exc:
+                _note_written(self.engine, lines)  # the engine may still apply them
                 # No answer (a timeout, a dropped connection): the engine may apply the
                 # request later, so these records are neither written nor not written.
                 out.unknown = 0 if exc.answered else len(lines) // 2
                 raise _BatchStopped(exc.reason or str(exc), out) from exc
+            _note_written(self.engine, lines)
             retry: list[dict] = []
             for n, item in enumerate(resp["items"]):
                 res: dict[str, Any] = next(iter(item.values()), {})  # "index" or "create"
@@ -463,6 +466,7 @@ class BulkWriter:
                 doing = f"recording history ({len(done)} memories were written)"
                 resp = history.write(self.engine, done)
                 check_bulk(resp, doing)
+                consistency.note_recorded(self.engine, done)
             if stopped:
                 raise EngineUnavailable(
                     with_remedy(f"the engine did not take {len(stopped)} records ({stopped[0]})")
@@ -532,3 +536,13 @@ def refresh_paused(engine: Engine, aliases: Sequence[str], pause: bool = True) -
                 if _paused[name] == 0:
                     del _paused[name]
                     _put_refresh_interval(engine, name, _saved.pop(name, None))
+
+
+def _note_written(engine: Engine, lines: list[dict[str, Any]]) -> None:
+    """Each (index, scope) of a bulk's actions, for read-your-own-writes (``store.fresh``)."""
+    seen = set()
+    for line in lines[::2]:
+        meta = next(iter(line.values()))
+        seen.add((meta.get("_index"), meta.get("routing")))
+    for alias, routing in seen:
+        fresh.written(engine, alias, routing)

@@ -167,7 +167,8 @@ def test_a_failure_that_is_not_a_kemem_error_is_kept_and_close_still_flushes(kem
     kemem.extractor = Broken()
     kemem.add("今天天气不错", **A, infer="background")
     assert kemem.drain(timeout_s=30) == []
-    assert isinstance(kemem.extraction_errors[-1], ValueError)
+    err = kemem.extraction_errors[-1]  # every failure is a KememError; the bug is its cause
+    assert isinstance(err, ExtractionError) and isinstance(err.__cause__, ValueError)
     assert kemem.extraction_failures == 1
     kemem.add("明天也不错", **A, infer="background")
     closed: list[bool] = []

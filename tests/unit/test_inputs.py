@@ -68,8 +68,13 @@ def test_scope_ids_follow_the_records_rule(ids: dict, field: str) -> None:
     assert exc.value.field == field and str(exc.value).startswith(f"{field}: ")
 
 
-def test_scope_ids_are_stripped_as_record_ids_are() -> None:
-    assert Scope.of(agent_id=" a1 ", user_id=" u1 ") == Scope.of(agent_id="a1", user_id="u1")
+def test_scope_ids_with_surrounding_spaces_are_refused_not_stripped() -> None:
+    """Issue 40: " u1" read u1's memories; an id is taken as given (docs/consistency.md)."""
+    for ids, field in (({"agent_id": " a1", "user_id": "u1"}, "agent_id"),
+                       ({"agent_id": "a1", "user_id": "u1 "}, "user_id")):  # fmt: skip
+        with pytest.raises(InvalidInput) as exc:
+            Scope.of(**ids)
+        assert exc.value.field == field
 
 
 @pytest.mark.parametrize("value", ["x", "event", None, 5, ["events"]])
