@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 # What the caller is doing (``activity``): the first words of a translated engine error.
 _ACTIVITY: ContextVar[str] = ContextVar("kemem_activity", default="search engine")

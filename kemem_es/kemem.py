@@ -511,7 +511,15 @@ class Kemem:
         **options: Any,
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise."""
+        score threshold); other options as in ``query``. Unknown options raise, and so does
+        ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
+        here the number of results is ``limit``."""
+        if "top_k" in options:
+            raise InvalidInput(
+                "top_k: the number of results is `limit` here (top_k=… is the number of base "
+                "words of the keyword expansion, a query() option)",
+                field="top_k",
+            )
         if threshold is not None:
             if "score_threshold" in options:
                 raise InvalidInput(
