@@ -17,18 +17,24 @@ import subprocess
 import sys
 import time
 
+HELP = "import sys; sys.argv = ['kemem-es', '--help']; from kemem_es.cli.app import main; main()"
 COMMANDS = {
+    "python -c pass": ["-X", "importtime", "-c", "pass"],  # the interpreter alone
     "import kemem_es": ["-X", "importtime", "-c", "import kemem_es"],
-    "kemem-es --help": ["-X", "importtime", "-m", "kemem_es.cli.app", "--help"],
+    "kemem-es --help": ["-X", "importtime", "-c", HELP],  # what the console script runs
 }
-TOP = {"import kemem_es": "kemem_es", "kemem-es --help": "kemem_es.cli.app"}
+TOP = {
+    "python -c pass": "site",
+    "import kemem_es": "kemem_es",
+    "kemem-es --help": "kemem_es.cli.app",
+}
 
 
 def run_once(root: str, args: list[str], top: str) -> tuple[float, int]:
     env = {**os.environ, "PYTHONPATH": root}
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, *args], env=env, capture_output=True, text=True, check=True
+    done = subprocess.run(  # cwd: the tree itself (``-c`` puts the cwd first on sys.path)
+        [sys.executable, *args], env=env, cwd=root, capture_output=True, text=True, check=True
     )
     wall = time.perf_counter() - start
     total = 0
