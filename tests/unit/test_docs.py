@@ -84,3 +84,14 @@ def test_the_readmes_commands_are_ones_ci_runs() -> None:
     assert all(c in ci for c in SETUP)
     other = [c for c in commands if c not in SETUP]
     assert other and all(c.split()[0] in ("kemem-es", "curl") for c in other), other
+
+
+def test_bench_results_hold_reports_not_scripts() -> None:
+    """A report cites the commit and the command that measured it; one-off experiment scripts
+    do not live beside it (nothing could keep them running against today's package)."""
+    scripts = [
+        str(p.relative_to(REPO))
+        for p in (REPO / "bench/results").rglob("*")
+        if p.suffix in (".py", ".sh") and "round" in str(p.relative_to(REPO / "bench/results"))
+    ]
+    assert not scripts, scripts
