@@ -9,6 +9,12 @@ from pydantic import ValidationError
 class KememError(Exception):
     """Base class: the message is meant for the user as is."""
 
+    # Set on an error translated from a client error (engine/errors.py): the engine's own words
+    # without what we were doing, and whether the engine answered (a write it did not answer
+    # may still be applied later).
+    reason: str = ""
+    answered: bool = True
+
 
 class EngineUnavailable(KememError):
     """The search engine cannot be reached or answered with something unusable."""
