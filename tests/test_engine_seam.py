@@ -135,5 +135,5 @@ def test_one_query_is_one_msearch_through_every_layer(kemem) -> None:
     kemem.engine.hook = lambda req, answer, s: seen.append(req)
     answer = kemem.query("火锅", agent_id="a", user_id="u", score_threshold=0)
     kemem.engine.hook = None
-    assert answer.events
+    assert answer.memory_events
     assert [(r.method, r.path) for r in seen] == [("POST", "/_msearch")]

@@ -20,7 +20,6 @@ from kemem_es.engine.dialect import Dialect
 from kemem_es.engine.errors import (
     CLIENT_ERRORS,
     check_shards,
-    current,
     deadline,
     deleted_count,
     found,
@@ -28,6 +27,7 @@ from kemem_es.engine.errors import (
     time_left,
     translate_client_error,
 )
+from kemem_es.errors import current_activity
 
 __all__ = ["Engine", "Request", "RequestHook", "Search", "Send", "connect", "deadline"]
 
@@ -114,7 +114,9 @@ class Engine:
             raise RuntimeError("this Engine has no client (built for query planning only)")
         if read:
             timeout = self.read_timeout
-        req = Request(method, path, _params(params), body, ndjson, timeout, doing or current())
+        req = Request(
+            method, path, _params(params), body, ndjson, timeout, doing or current_activity()
+        )
         start = time.perf_counter()
         answer = None
         try:

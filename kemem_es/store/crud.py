@@ -22,7 +22,6 @@ from typing import Any
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import Engine
 from kemem_es.engine.errors import (
-    activity,
     check_bulk,
     check_shards,
     deadline,
@@ -37,8 +36,9 @@ from kemem_es.errors import (
     InvalidInput,
     KememError,
     NotFound,
+    activity,
 )
-from kemem_es.models import MemoryKind
+from kemem_es.models import Database, MemoryKind
 from kemem_es.runtime import shielded
 from kemem_es.store import history
 from kemem_es.store.filters import compile_filters
@@ -397,6 +397,23 @@ class Crud:
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
         return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
+
+    def existing_ids(
+        self, db: Database, kind: MemoryKind, refs: Sequence[tuple[str, str | None]]
+    ) -> set[str]:
+        """Which of the documents ``refs`` ((engine id, routing) in ``db``) exist (real time)."""
+        alias = index_alias(self.prefix, db, kind)
+        with activity("looking up memories"):
+            return set(self.engine.mget(alias, refs, ["id"]))
+
+    def texts_ever(self, uids: set[str]) -> list[dict[str, Any]]:
+        """The history entries (uid, old_text, new_text) of the memories ``uids``: every text
+        they have had, this process's latest changes included."""
+        with activity("reading history"):
+            history.refresh(self.engine)  # entries written a moment ago count
+            body = history.texts_query(uids)
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [h["_source"] for h in hits]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,

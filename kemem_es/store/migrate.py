@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemem_es.engine.client import Engine
-from kemem_es.engine.errors import activity
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.errors import InvalidInput, KememError, activity
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
 from kemem_es.store.documents import OPTIONAL_TERMS, meta_entries, to_record_data, vector_fields
