@@ -11,12 +11,13 @@ import sys
 
 from typing_extensions import assert_type
 
-from kemem_es import Kemem
+from kemem_es import Kemem, KememError, Memory, QueryResponse
 
 
 def recall(memory: Kemem, message: str, user_id: str, agent_id: str) -> str:
     """The prompt text for one chat turn, with what was recalled for it."""
     recalled = memory.search(message, user_id=user_id, agent_id=agent_id, limit=5)
+    assert_type(recalled, QueryResponse)
     for hit in recalled.memory_events:
         assert_type(hit.score, float)
         assert_type(hit.description, str)
@@ -28,12 +29,19 @@ def recall(memory: Kemem, message: str, user_id: str, agent_id: str) -> str:
 
 
 def main() -> int:
-    with Kemem() as memory:
-        count = memory.count(user_id="u_xiaoman", agent_id="lishen")
-        assert_type(count, int)
-        prompt = recall(memory, "我那只狗最近好像胖了", "u_xiaoman", "lishen")
+    try:
+        with Memory() as memory:  # the original design's name for Kemem
+            assert_type(memory, Kemem)
+            count = memory.count(user_id="u_xiaoman", agent_id="lishen")
+            assert_type(count, int)
+            prompt = recall(memory, "我那只狗最近好像胖了", "u_xiaoman", "lishen")
+            memories = memory.search("豆包", user_id="u_xiaoman", agent_id="lishen")
+    except KememError as e:
+        print(f"kemem-es: {e}", file=sys.stderr)
+        return 3
     print(f"{count} memories; the prompt:\n{prompt}")
-    return 0 if count and "豆包" in prompt else 1
+    print(f"关于用户的记忆: \n{memories}")  # as the design's demo: the prompt text, not a repr
+    return 0 if count and "豆包" in prompt and "QueryResponse(" not in str(memories) else 1
 
 
 if __name__ == "__main__":
