@@ -14,7 +14,7 @@ import pytest
 
 import kemem_es
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("opensearchpy", "elasticsearch", "pydantic_settings", "jieba", "numpy", "onnxruntime")
 
 
