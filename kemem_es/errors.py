@@ -18,6 +18,12 @@ log = logging.getLogger("kemem_es")
 class KememError(Exception):
     """Base class: the message is meant for the user as is."""
 
+    # Set on an error translated from a client error (engine/errors.py): the engine's own words
+    # without what we were doing, and whether the engine answered (a write it did not answer
+    # may still be applied later).
+    reason: str = ""
+    answered: bool = True
+
 
 class EngineUnavailable(KememError):
     """The search engine cannot be reached or answered with something unusable."""
@@ -153,7 +159,7 @@ def guarded(verb: Callable[P, T]) -> Callable[P, T]:
         except RecursionError:
             raise InvalidInput("input nested too deeply") from None
         except Exception as exc:
-            from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
+            from kemem_es.engine.errors import CLIENT_ERRORS, translate_client_error
 
             if isinstance(exc, CLIENT_ERRORS):
                 raise translate_client_error(exc, verb.__name__) from exc

@@ -19,8 +19,7 @@ from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, lazy, offload
-from kemem_es.engine.client import deadline, engine_errors
+from kemem_es.engine.errors import activity, deadline
 from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, guarded, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.logs import quiet_client_logs
@@ -33,6 +32,7 @@ from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
@@ -131,7 +131,7 @@ class Kemem:
         self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
     ) -> None:
         """``bridge``: run on the official async clients over that bridge (what AsyncKemem
-        does; see engine/bridge.py) — every verb below is then the async API's core too."""
+        does; see runtime.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
@@ -205,18 +205,18 @@ class Kemem:
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
         self._open()
-        with engine_errors("checking readiness"):
+        with activity("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
             missing = [a for a in aliases if not engine.index_exists(a)]
-        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+        return {"engine": engine.dialect.name, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
-        with engine_errors("warming up"):
+        with activity("warming up"):
             _ = self.searcher
 
     def query(
@@ -255,7 +255,7 @@ class Kemem:
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
-            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+            with deadline(self.settings.query_timeout_s), activity("searching"):
                 self._own_writes_visible(params.agent_id, params.user_id)
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
@@ -708,7 +708,7 @@ class Kemem:
         self._open()
         from kemem_es.store.stats import memory_stats
 
-        with engine_errors("reading statistics"):
+        with activity("reading statistics"):
             return memory_stats(self.engine, agents)
 
 

@@ -16,8 +16,8 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import KeyedLock, pause
-from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import activity
 from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
@@ -34,6 +34,7 @@ from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
+from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import Crud, Stored, page_of
@@ -281,7 +282,7 @@ class MemoryService:
             for db in {c.scope.db for c in chunk}:
                 refs = [c.ref for c in chunk if c.scope.db == db]
                 alias = index_alias(self.crud.prefix, db, kind)
-                with engine_errors("looking up memories"):
+                with activity("looking up memories"):
                     existing |= set(self.engine.mget(alias, refs, ["id"]))
             new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
@@ -319,7 +320,7 @@ class MemoryService:
             "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
             "_source": ["uid", "old_text", "new_text"],
         }
-        with engine_errors("reading history"):
+        with activity("reading history"):
             history.refresh(self.engine)  # entries written a moment ago count
             hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kemem_es.contract.memory import Action
-from kemem_es.engine.client import check_bulk, check_shards, engine_errors
+from kemem_es.engine.errors import activity, check_bulk, check_shards
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store import history
 from kemem_es.store.layout import HEAVY_FIELDS, KINDS, UID_FIELD, history_alias, index_alias
@@ -87,7 +87,7 @@ def newest(engine: Engine, uids: list[str]) -> dict[str, dict[str, Any]]:
         "sort": [{"seq": "desc"}],
         "_source": ["uid", "memory_id", "kind", "event", "seq", "new"],
     }
-    with engine_errors("reading history"):
+    with activity("reading history"):
         history.refresh_if_written(engine, engine.read_timeout)
         resp = engine.search(history_alias(engine.settings.index_prefix), body)
     check_shards(resp, "reading history")
@@ -131,7 +131,7 @@ def recovered_deletion(scope: Scope, last: dict[str, Any], actor: str) -> dict[s
 def write(engine: Engine, entries: list[dict[str, Any]], doing: str) -> None:
     if not entries:
         return
-    with engine_errors(doing):
+    with activity(doing):
         resp = history.write(engine, entries)
     check_bulk(resp, doing)
     note_recorded(engine, entries)
@@ -192,7 +192,7 @@ def _filters(db: Database, agent_id: str, user_id: str | None) -> list[dict[str,
 def _pages(engine: Engine, index: str, body: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     page = body
     while True:
-        with engine_errors("scanning for the history check"):
+        with activity("scanning for the history check"):
             resp = engine.search(index, page, ignore_unavailable=True)
         hits = check_shards(resp, "scanning for the history check")["hits"]["hits"]
         if hits:
@@ -217,7 +217,7 @@ def repair_history(
     prefix = engine.settings.index_prefix
     filters = _filters(db, agent_id, user_id)
     aliases = [index_alias(prefix, db, k) for k in KINDS]
-    with engine_errors("refreshing"):
+    with activity("refreshing"):
         for alias in aliases:
             if engine.index_exists(alias):
                 engine.refresh(alias)
@@ -279,6 +279,6 @@ def _existing(engine: Engine, db: Database, entries: list[dict[str, Any]]) -> se
         scope = scope_of_source(db, e)
         kind: MemoryKind = "entities" if e.get("kind") == "entities" else "events"
         refs.append((index_alias(prefix, db, kind), e["uid"], scope.routing))
-    with engine_errors("reading memories"):
+    with activity("reading memories"):
         docs = engine.get_many(refs, excludes=HEAVY_FIELDS)
     return {e["uid"] for e, d in zip(entries, docs, strict=True) if d is not None}

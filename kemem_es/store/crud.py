@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import shielded
-from kemem_es.engine.client import (
-    Engine,
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import (
+    activity,
     check_bulk,
     check_shards,
     deadline,
-    engine_errors,
     is_refusal,
     type_and_reason,
     with_remedy,
@@ -40,6 +39,7 @@ from kemem_es.errors import (
     NotFound,
 )
 from kemem_es.models import MemoryKind
+from kemem_es.runtime import shielded
 from kemem_es.store import consistency, fresh, history
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import (
@@ -249,7 +249,7 @@ class Crud:
         memory_id = checked_id(memory_id, "memory_id")
         kinds = _kinds(kind)
         refs = [(self.alias(scope, k), scope.doc_id(memory_id), scope.routing) for k in kinds]
-        with engine_errors("reading a memory"):
+        with activity("reading a memory"):
             docs = self.engine.get_many(refs, excludes=FETCH_EXCLUDES)
         found = [
             Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"])
@@ -324,7 +324,7 @@ class Crud:
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
         # A kind whose index does not exist yet (a fresh prefix written without ``init``: the
         # first add creates only its own kind's index) lists as empty, not as an outage.
-        with engine_errors("listing memories"):
+        with activity("listing memories"):
             resp = self.engine.search(indices, body, ignore_unavailable=True, routing=scope.routing)
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
@@ -337,7 +337,7 @@ class Crud:
             return None
         pit = None
         try:
-            with engine_errors("opening a point in time"):
+            with activity("opening a point in time"):
                 pit = self.engine.open_pit(indices, _keep_alive(), scope.routing)
         except KememError as exc:
             log.warning("listing memories without a point in time: %s", exc)
@@ -354,7 +354,7 @@ class Crud:
         if pit is None:
             return None
         try:
-            with engine_errors("listing memories"):
+            with activity("listing memories"):
                 resp = self.engine.search_pit(pit, _keep_alive(), body)
             hits = check_shards(resp, "listing memories")["hits"]["hits"]
         except KememError as exc:
@@ -369,7 +369,7 @@ class Crud:
         if pit is None:
             return
         try:
-            with engine_errors("closing a point in time"):
+            with activity("closing a point in time"):
                 self.engine.close_pit(pit)
         except KememError as exc:  # it expires anyway (and stays counted until then)
             log.info("closing a point in time: %s", exc)
@@ -387,7 +387,7 @@ class Crud:
         total = 0
         for k in _kinds(kind):
             try:
-                with engine_errors("counting memories"):
+                with activity("counting memories"):
                     total += self.engine.count(self.alias(scope, k), query, scope.routing)
             except EngineUnavailable as exc:
                 if not index_missing(exc):
@@ -406,7 +406,7 @@ class Crud:
         if not 1 <= limit <= history.LIMIT_MAX:
             raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
         body = history.query(scope, memory_id, limit)
-        with engine_errors("reading history"), deadline(self.engine.settings.query_timeout_s):
+        with activity("reading history"), deadline(self.engine.settings.query_timeout_s):
             history.refresh_if_written(self.engine, self.engine.read_timeout)
             resp = self.engine.search(history_alias(self.prefix), body)
         check_shards(resp, "reading history")
@@ -478,7 +478,7 @@ class Crud:
     ) -> None:  # fmt: skip
         meta = next(iter(lines[0].values()))
         try:
-            with engine_errors("writing a memory"):
+            with activity("writing a memory"):
                 resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
         finally:  # also when it failed: the engine may still apply it
             if not refresh:
@@ -503,7 +503,7 @@ class Crud:
 
     def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
         """History entries, all or an error: a dropped entry is a change with no record."""
-        with engine_errors(doing):
+        with activity(doing):
             resp = history.write(self.engine, entries)
         check_bulk(resp, doing)
         consistency.note_recorded(self.engine, entries)
@@ -553,12 +553,12 @@ class Crud:
         history (one refresh after many writes, not a wait for each)."""
         for k in kinds:
             try:
-                with engine_errors("refreshing"):
+                with activity("refreshing"):
                     self.engine.refresh(self.alias(scope, k))
             except EngineUnavailable as exc:
                 if not index_missing(exc):  # a kind not written yet: nothing to refresh
                     raise
-        with engine_errors("refreshing"):
+        with activity("refreshing"):
             history.refresh(self.engine)
 
     def delete_sources(
@@ -587,7 +587,7 @@ class Crud:
         with shielded():  # the deletions and their history go together (see _bulk_one)
             for kind in {row.kind for row in rows}:
                 fresh.written(self.engine, self.alias(scope, kind), scope.routing)
-            with engine_errors("deleting memories"):
+            with activity("deleting memories"):
                 resp = self.engine.bulk(lines)
             ok = [
                 e
@@ -623,7 +623,7 @@ class Crud:
             }
             for _ in range(DELETE_PASSES):
                 try:
-                    with engine_errors("refreshing"):  # bounded like the read it comes before
+                    with activity("refreshing"):  # bounded like the read it comes before
                         self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
                 except EngineUnavailable as exc:
                     if not index_missing(exc):
@@ -660,9 +660,9 @@ class Crud:
                 for i in range(0, len(uids), FORGET_IDS)
             ]
         )
-        with engine_errors("refreshing"):
+        with activity("refreshing"):
             history.refresh(self.engine)
-        with engine_errors("forgetting history"):
+        with activity("forgetting history"):
             for ids in batches:
                 keep = [{"term": {"event": "FORGET"}}]
                 body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}

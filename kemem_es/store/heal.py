@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kemem_es.engine.client import engine_errors
+from kemem_es.engine.errors import activity
 from kemem_es.store.layout import DATABASES, KINDS, index_alias
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def reopen(engine: Engine) -> list[str]:
             alias = index_alias(prefix, db, kind)
             if not engine.index_exists(alias):
                 continue
-            with engine_errors(f"reopening {alias}"):
+            with activity(f"reopening {alias}"):
                 for index in engine.get_index(alias):
                     engine.client.indices.close(index=index)
                     engine.client.indices.open(index=index, wait_for_active_shards="1")

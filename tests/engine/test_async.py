@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kemem_es import AsyncKemem, Kemem
-from kemem_es.engine.bridge import AwaitingClient
 from kemem_es.errors import InvalidInput, NotFound
+from kemem_es.runtime import AwaitingClient
 
 pytestmark = pytest.mark.engine
 
@@ -134,8 +134,8 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
     from datetime import datetime
 
     from kemem_es.config import Settings
-    from kemem_es.engine.bridge import LoopNotRunning
     from kemem_es.memory.strength import Reinforcer
+    from kemem_es.runtime import LoopNotRunning
     from kemem_es.store.scope import Scope
 
     class LoopBackedEngine:
@@ -251,7 +251,7 @@ def test_a_write_cancelled_between_memory_and_history_keeps_both(kemem: Kemem, m
     now the two finish together and the verb is cancelled afterwards."""
     import threading
 
-    from kemem_es.engine.bridge import pause
+    from kemem_es.runtime import pause
     from kemem_es.store.crud import Crud
 
     kemem.init()

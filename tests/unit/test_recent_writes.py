@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kemem_es.engine.bridge import KeyedLock
 from kemem_es.memory.dedup import Match, RecentWrites, closer
 from kemem_es.models import EntityRecord, EventRecord
+from kemem_es.runtime import KeyedLock
 from kemem_es.store.scope import Scope
 
 A = Scope.of(agent_id="qiyu", user_id="u_a")
@@ -107,7 +107,7 @@ def test_a_keyed_lock_lets_one_holder_in_per_key() -> None:
 def test_a_keyed_lock_does_not_hang_an_event_loop() -> None:
     """Two async verbs on one loop (greenlets of the bridge) wanting the same key: the second
     waits while the first awaits, and both finish."""
-    from kemem_es.engine.bridge import Bridge, await_here
+    from kemem_es.runtime import Bridge, await_here
 
     lock, order = KeyedLock(), []
 
@@ -129,7 +129,7 @@ def test_a_keyed_lock_does_not_hang_an_event_loop() -> None:
 def test_a_cancelled_async_verb_gives_its_key_back() -> None:
     """A request cancelled while it holds a scope's turn (client gone, a timeout) must not
     leave that scope's later adds waiting forever."""
-    from kemem_es.engine.bridge import Bridge, await_here
+    from kemem_es.runtime import Bridge, await_here
 
     lock = KeyedLock()
 
