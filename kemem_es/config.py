@@ -77,6 +77,12 @@ class Settings(BaseSettings):
         "the reinforcement flusher, async verbs)",
     )
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
+    scoring: Literal["auto", "native", "script"] = Field(
+        default="auto",
+        description="the fused score from engine-native parts (knn clause, constant scores, "
+        "exp decay, distance_feature: no script on the query path) or from scripts; auto: "
+        "native where the cluster has no Painless, else script (docs/engines.md)",
+    )
     # at most 200: the longest index name (prefix + "-official-entities-v2-routed") stays well
     # under the engine's 255 bytes (a longer one failed part-way through init)
     index_prefix: str = Field(default="kemem", max_length=200, pattern=r"^[a-z0-9][a-z0-9_\-]*$")

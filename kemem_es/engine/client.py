@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import html
 import json
+import math
 import re
 import time
 import urllib.error
@@ -273,6 +274,45 @@ class Engine(ABC):
     @property
     def version(self) -> str:
         return str(self.info.get("version", {}).get("number", "?"))
+
+    # -- scripts or none -------------------------------------------------------------------
+    # The knn clause's score is knn_scale × (1 + cos) / 2 (see ``vector_clause``).
+    knn_scale = 1.0
+    # Native (script-free) scoring scores a vector clause exactly over at most this many
+    # documents per shard (the engines' bound on k and num_candidates).
+    NATIVE_K = 10_000
+
+    @property
+    def painless(self) -> bool:
+        """Whether the cluster runs Painless (the Elasticsearch node from Maven Central does
+        not, nor may a managed service that restricts scripts); asked once."""
+        cached = getattr(self, "_painless", None)
+        if cached is None:
+            cached = self._probe_painless()
+            self._painless = cached
+        return cached
+
+    def _probe_painless(self) -> bool:
+        return True
+
+    @property
+    def scoring(self) -> str:
+        """``native`` (no script on the query path) or ``script``: KEMEM_SCORING, where
+        ``auto`` is native on a cluster without Painless and script elsewhere."""
+        wanted = getattr(self.settings, "scoring", "auto")
+        if wanted == "auto":
+            return "script" if self.painless else "native"
+        return str(wanted)
+
+    @abstractmethod
+    def vector_clause(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict],
+        weight: float,
+    ) -> dict:  # fmt: skip
+        """A script-free query clause worth ``weight * (1 + cos) / 2`` on each of the ``k``
+        documents within ``filters`` nearest the vector (every one of them, exactly, when the
+        filter matches at most ``k`` documents of a shard: the engine then compares them all
+        instead of walking the graph)."""
 
     @property
     def url(self) -> str:
@@ -543,6 +583,22 @@ class OpenSearchEngine(Engine):
             clause["filter"] = {"bool": {"filter": filters}}
         return {"knn": {field: clause}}
 
+    # The lucene engine's inner-product score is 1 + ip for ip >= 0 (1 / (1 - ip) below), the
+    # vectors are unit length: 2 × (1 + cos) / 2 wherever the cosine is not negative.
+    knn_scale = 2.0
+
+    def vector_clause(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict],
+        weight: float,
+    ) -> dict:  # fmt: skip
+        # the graph's inner product is the cosine only for a unit query vector (the script's
+        # cosine divides by its length; a query vector mixed from turns is 1 ± 1e-5 long)
+        norm = math.sqrt(math.fsum(x * x for x in query_vector)) or 1.0
+        unit = [x / norm for x in query_vector]
+        clause = self.ann_query(field, unit, k, filters)
+        clause["knn"][field]["boost"] = weight / self.knn_scale
+        return clause
+
     def search(
         self,
         index: str,
@@ -651,11 +707,28 @@ class ElasticsearchEngine(Engine):
             "field": field,
             "query_vector": list(query_vector),
             "k": k,
-            "num_candidates": max(k * 2, 100),
+            # at most 10 000 (the engine's bound), never fewer than k
+            "num_candidates": max(min(max(k * 2, 100), self.NATIVE_K), k),
         }
         if filters:
             clause["filter"] = filters
         return {"knn": clause}
+
+    def vector_clause(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict],
+        weight: float,
+    ) -> dict:  # fmt: skip
+        # cosine: the knn score is (1 + cos) / 2, as the script's
+        clause = self.ann_query(field, query_vector, k, filters)
+        clause["knn"]["boost"] = weight
+        return clause
+
+    def _probe_painless(self) -> bool:
+        try:
+            langs = dict(self.client.get_script_languages())
+        except CLIENT_ERRORS:
+            return True  # cannot tell (no permission): assume a full distribution
+        return any(c.get("language") == "painless" for c in langs.get("language_contexts", []))
 
     def search(
         self,
@@ -691,10 +764,45 @@ class ElasticsearchEngine(Engine):
         self.client.indices.update_aliases(actions=actions)
 
     def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
-        resp = self.client.delete_by_query(
-            index=index, query=body["query"], refresh=True, conflicts="proceed"
-        )
+        if getattr(self, "_no_reindex", False):
+            return self._search_and_delete(index, body)
+        try:
+            resp = self.client.delete_by_query(
+                index=index, query=body["query"], refresh=True, conflicts="proceed"
+            )
+        except CLIENT_ERRORS as exc:
+            # 405/404/400 "no handler": a node without the reindex module (from Maven Central)
+            if status_of(exc) not in (400, 404, 405) or "handler" not in str(exc).lower():
+                raise
+            self._no_reindex = True
+            return self._search_and_delete(index, body)
         return _deleted(dict(resp))
+
+    def _search_and_delete(self, index: str, body: dict[str, Any]) -> int:
+        """Delete-by-query without the reindex module: search a page of matching ids, delete
+        them in one bulk (refreshed), until none match. What was already gone is no error."""
+        deleted = 0
+        for _ in range(100_000):  # bounded: every round deletes at least one document
+            resp = self.client.search(
+                index=index, query=body["query"], size=DELETE_PAGE, _source=False,
+                track_total_hits=False,
+            )  # fmt: skip
+            hits = resp["hits"]["hits"]
+            if not hits:
+                break
+            lines = []
+            for h in hits:
+                meta = {"_index": h["_index"], "_id": h["_id"]}
+                if h.get("_routing") is not None:
+                    meta["routing"] = h["_routing"]
+                lines.append({"delete": meta})
+            res = dict(self.client.bulk(operations=lines, refresh=True))
+            check_bulk(res, "deleting by query")
+            gone = sum(1 for item in res["items"] if item["delete"].get("result") == "deleted")
+            deleted += gone
+            if not gone:
+                break
+        return deleted
 
     def put_index_template(self, name: str, body: dict[str, Any]) -> None:
         self.client.indices.put_index_template(name=name, **body)
@@ -732,6 +840,9 @@ class ElasticsearchEngine(Engine):
         reader = self.client.options(request_timeout=self.read_timeout)
         kw = {"routing": routing} if routing else {}
         return dict(reader.count(index=index, **(body or {}), **kw))
+
+
+DELETE_PAGE = 1000  # ids per round of a delete-by-query without the reindex module
 
 
 def _auth_kwargs(settings: Settings) -> dict[str, Any]:

@@ -142,16 +142,20 @@ def nearest(
         k = ENTITY_CANDIDATES if isinstance(record, EntityRecord) and tok is not None else 1
         # The graph's own score depends on its space (innerproduct on new OpenSearch indices,
         # cosine on older ones): the nearest is rescored as (1 + cos) / 2 explicitly.
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
-        body = {
-            "size": k,
-            "query": {
+        filters = _filters(scope, record, tok)
+        if engine.scoring == "native":  # no script: the knn clause scores (1 + cos) / 2 itself
+            query = engine.vector_clause(VECTOR_FIELD, vector, k, filters, 1.0)
+        else:
+            query = {
                 "function_score": {
-                    "query": ann,
+                    "query": engine.ann_query(VECTOR_FIELD, vector, k, filters),
                     "functions": [engine.vector_function(VECTOR_FIELD, vector, 1.0)],
                     "boost_mode": "replace",
                 }
-            },
+            }
+        body = {
+            "size": k,
+            "query": query,
             "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
         }
         searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))

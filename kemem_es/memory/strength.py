@@ -27,7 +27,8 @@ from kemem_es.contract.response import QueryResponse
 from kemem_es.engine.bridge import LoopNotRunning
 from kemem_es.engine.client import CLIENT_ERRORS, Engine, is_timeout, with_remedy
 from kemem_es.models import MAX_STRENGTH
-from kemem_es.store.layout import index_alias, users_alias
+from kemem_es.store.documents import MAX_KEY_MS, with_strength_key
+from kemem_es.store.layout import STRENGTH_KEY_SCALE, index_alias, users_alias
 from kemem_es.store.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,13 @@ RECALL_SCRIPT = (
     "ctx._source.strength = Math.min(params.max, (s == null ? 0.0 : s) + params.gain); "
     "def n = ctx._source.recall_count; "
     "ctx._source.recall_count = (n == null ? 0 : n) + params.n; "
-    "ctx._source.last_recalled_at = params.now;"
+    "ctx._source.last_recalled_at = params.now; "
+    # the strength's key for script-free scoring (store.documents.strength_key)
+    "double t = ctx._source.strength; "
+    "if (t > 0) { ctx._source.strength_key = Math.min(params.key_max, "
+    "Math.round(params.key_scale / t)); }"
 )
+CONFLICT_ROUNDS = 5  # script-free flush: re-read and retry what another writer changed
 
 
 def ebbinghaus_gain(since: timedelta) -> float:
@@ -144,7 +150,10 @@ class Reinforcer:
             return 0
         self._writing = (len(recalls), len(active))
         try:
-            resp = self.engine.bulk(self._lines(recalls, active), timeout_s=timeout_s)
+            if self.engine.painless:
+                resp = self.engine.bulk(self._lines(recalls, active), timeout_s=timeout_s)
+            else:
+                resp = self._flush_without_script(recalls, active, timeout_s)
         except _FLUSH_WAITS as exc:
             # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
             # write now; the queue waits for the next flush instead of being lost
@@ -169,7 +178,10 @@ class Reinforcer:
         """The bulk: a scripted strength update per recalled memory, an upsert per user."""
         lines: list[dict[str, Any]] = []
         for (index, doc_id, routing), (n, now) in recalls.items():
-            params = {"gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH}
+            params = {
+                "gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH,
+                "key_scale": STRENGTH_KEY_SCALE, "key_max": MAX_KEY_MS,
+            }  # fmt: skip
             meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
             lines += [
                 {"update": meta},
@@ -182,6 +194,65 @@ class Reinforcer:
                 {"doc": doc, "doc_as_upsert": True},
             ]
         return lines
+
+    def _flush_without_script(
+        self,
+        recalls: dict[RecallKey, list[Any]],
+        active: dict[str, dict],
+        timeout_s: float | None,
+    ) -> dict[str, Any]:
+        """The same writes for a cluster without Painless: each memory's new values are
+        computed here from the version read and written only onto that version (if_seq_no);
+        one changed meanwhile is read again, up to CONFLICT_ROUNDS times. Returns one bulk
+        answer's items for them all."""
+        items: list[dict[str, Any]] = []
+        users = users_alias(self.engine.settings.index_prefix)
+        user_lines: list[dict[str, Any]] = []
+        for sid, doc in active.items():
+            user_lines += [
+                {"update": {"_index": users, "_id": sid, "retry_on_conflict": 10}},
+                {"doc": doc, "doc_as_upsert": True},
+            ]
+        pending = dict(recalls)
+        for _ in range(CONFLICT_ROUNDS):
+            if not pending:
+                break
+            lines, keys = [], []
+            by_index: dict[str, list[RecallKey]] = {}
+            for key in pending:
+                by_index.setdefault(key[0], []).append(key)
+            for index, keys_of in by_index.items():
+                refs = [(doc_id, routing) for _, doc_id, routing in keys_of]
+                found = self.engine.mget_versions(index, refs, ["strength", "recall_count"])
+                for key in keys_of:
+                    if key[1] not in found:  # deleted meanwhile: nothing to reinforce
+                        continue
+                    source, seq_no, term = found[key[1]]
+                    n, now = pending[key]
+                    s = float(source.get("strength") or 0.0)
+                    doc = {
+                        "strength": min(MAX_STRENGTH, s + self.amount * n),
+                        "recall_count": int(source.get("recall_count") or 0) + n,
+                        "last_recalled_at": now,
+                    }
+                    meta = {"_index": index, "_id": key[1], "routing": key[2],
+                            "if_seq_no": seq_no, "if_primary_term": term}  # fmt: skip
+                    lines += [{"update": meta}, {"doc": with_strength_key(doc)}]
+                    keys.append(key)
+            if user_lines:
+                lines, user_lines = lines + user_lines, []
+            if not lines:
+                break
+            resp = self.engine.bulk(lines, timeout_s=timeout_s)
+            retry = {}
+            for i, item in enumerate(resp.get("items", [])):
+                res = item.get("update", {})
+                if i < len(keys) and res.get("status") == 409:
+                    retry[keys[i]] = pending[keys[i]]
+                else:
+                    items.append(item)
+            pending = retry
+        return {"items": items}
 
     @staticmethod
     def _count_done(resp: dict[str, Any]) -> int:
