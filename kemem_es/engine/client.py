@@ -591,11 +591,7 @@ class OpenSearchEngine(Engine):
         self, field: str, query_vector: Sequence[float], k: int, filters: list[dict],
         weight: float,
     ) -> dict:  # fmt: skip
-        # the graph's inner product is the cosine only for a unit query vector (the script's
-        # cosine divides by its length; a query vector mixed from turns is 1 ± 1e-5 long)
-        norm = math.sqrt(math.fsum(x * x for x in query_vector)) or 1.0
-        unit = [x / norm for x in query_vector]
-        clause = self.ann_query(field, unit, k, filters)
+        clause = self.ann_query(field, unit_vector(query_vector), k, filters)
         clause["knn"][field]["boost"] = weight / self.knn_scale
         return clause
 
@@ -719,7 +715,7 @@ class ElasticsearchEngine(Engine):
         weight: float,
     ) -> dict:  # fmt: skip
         # cosine: the knn score is (1 + cos) / 2, as the script's
-        clause = self.ann_query(field, query_vector, k, filters)
+        clause = self.ann_query(field, unit_vector(query_vector), k, filters)
         clause["knn"]["boost"] = weight
         return clause
 
@@ -840,6 +836,14 @@ class ElasticsearchEngine(Engine):
         reader = self.client.options(request_timeout=self.read_timeout)
         kw = {"routing": routing} if routing else {}
         return dict(reader.count(index=index, **(body or {}), **kw))
+
+
+def unit_vector(vector: Sequence[float]) -> list[float]:
+    """``vector`` at unit length (in double precision). A knn clause's similarity is the
+    cosine only for a unit query vector (inner-product graphs; Elasticsearch's cosine did not
+    divide by it either), and the model's vectors are 1 ± 1e-5 long: scores 1e-5 off."""
+    norm = math.sqrt(math.fsum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
 
 
 DELETE_PAGE = 1000  # ids per round of a delete-by-query without the reindex module
