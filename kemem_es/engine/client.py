@@ -722,9 +722,12 @@ class ElasticsearchEngine(Engine):
     def _probe_painless(self) -> bool:
         try:
             langs = dict(self.client.get_script_languages())
-        except CLIENT_ERRORS:
-            return True  # cannot tell (no permission): assume a full distribution
-        return any(c.get("language") == "painless" for c in langs.get("language_contexts", []))
+        except Exception:  # cannot tell (no permission, no client): a full distribution
+            return True
+        contexts = langs.get("language_contexts")
+        if not isinstance(contexts, list):
+            return True
+        return any(c.get("language") == "painless" for c in contexts if isinstance(c, dict))
 
     def search(
         self,
