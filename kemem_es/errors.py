@@ -3,11 +3,43 @@ callers only ever see a :class:`KememError` whose message is meant for a person 
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# What the caller is doing (``activity``): the first words of a translated engine error.
+_ACTIVITY: ContextVar[str] = ContextVar("kemem_activity", default="search engine")
+
+
+@contextmanager
+def activity(doing: str) -> Iterator[None]:
+    """Name what the engine requests inside are for: an engine error raised by any of them
+    says ``doing: ...`` (the innermost activity wins). It only labels: the engine's request
+    method (engine/client.py) translates client errors, once."""
+    token = _ACTIVITY.set(doing)
+    try:
+        yield
+    finally:
+        _ACTIVITY.reset(token)
+
+
+def current_activity() -> str:
+    """The innermost ``activity`` (``search engine`` outside any)."""
+    return _ACTIVITY.get()
 
 
 class KememError(Exception):
     """Base class: the message is meant for the user as is."""
+
+    # Set on an error translated from a client error (engine/errors.py): the engine's own words
+    # without what we were doing, and whether the engine answered (a write it did not answer
+    # may still be applied later).
+    reason: str = ""
+    answered: bool = True
 
 
 class EngineUnavailable(KememError):

@@ -19,9 +19,8 @@ from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, lazy, offload
-from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, invalid_options
+from kemem_es.engine.errors import deadline
+from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, activity, invalid_options
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
@@ -29,16 +28,21 @@ from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, utf8_text
-from kemem_es.memory.strength import Reinforcer, recall_keys
+from kemem_es.memory.strength import Reinforcer
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.crud import Crud
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
 from kemem_es.store.names import ScopeNames
+from kemem_es.store.nearest import Neighbours
+from kemem_es.store.reinforce import Reinforcements, recall_keys
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+from kemem_es.store.users import Users
 
 if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
     from kemem_es.expand import Expander
@@ -129,7 +133,7 @@ class Kemem:
         self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
     ) -> None:
         """``bridge``: run on the official async clients over that bridge (what AsyncKemem
-        does; see engine/bridge.py) — every verb below is then the async API's core too."""
+        does; see runtime.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
@@ -202,18 +206,18 @@ class Kemem:
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
         self._open()
-        with engine_errors("checking readiness"):
+        with activity("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
             missing = [a for a in aliases if not engine.index_exists(a)]
-        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+        return {"engine": engine.dialect.name, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
-        with engine_errors("warming up"):
+        with activity("warming up"):
             _ = self.searcher
 
     def query(
@@ -252,7 +256,7 @@ class Kemem:
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
-            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+            with deadline(self.settings.query_timeout_s), activity("searching"):
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
@@ -272,7 +276,7 @@ class Kemem:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
-        return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
+        return Reinforcer(Reinforcements(self.engine), s.reinforce_amount, s.reinforce_flush_s)
 
     def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
         """The user was active; with ``strengthen``, queue +strength for every memory the
@@ -326,7 +330,8 @@ class Kemem:
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        reports = run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        users, crud = Users(self.engine), self.memories.crud
+        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id)
         for r in reports:
             if r.deleted:  # what went is no dedup candidate any more
                 self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))
@@ -485,7 +490,8 @@ class Kemem:
     def memories(self) -> MemoryService:
         settings = self.settings
         return MemoryService(
-            self.engine,
+            Crud(self.engine),
+            Neighbours(self.engine),
             lambda: self.writer,
             settings.dedup_threshold,
             settings.dedup_min_overlap,
@@ -505,7 +511,15 @@ class Kemem:
         **options: Any,
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise."""
+        score threshold); other options as in ``query``. Unknown options raise, and so does
+        ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
+        here the number of results is ``limit``."""
+        if "top_k" in options:
+            raise InvalidInput(
+                "top_k: the number of results is `limit` here (top_k=… is the number of base "
+                "words of the keyword expansion, a query() option)",
+                field="top_k",
+            )
         if threshold is not None:
             if "score_threshold" in options:
                 raise InvalidInput(
@@ -675,5 +689,5 @@ class Kemem:
         self._open()
         from kemem_es.store.stats import memory_stats
 
-        with engine_errors("reading statistics"):
+        with activity("reading statistics"):
             return memory_stats(self.engine, agents)

@@ -8,9 +8,8 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from kemem_es.config import Settings
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import OpenSearchEngine
+from kemem_es.engine.dialect import OpenSearch
 from kemem_es.search import anchor
 from kemem_es.search.modes import BodyArgs, mode_bodies
 from kemem_es.store import vector_code
@@ -92,9 +91,9 @@ def test_no_memory_passes_the_anchor() -> None:
 
 
 def test_fused_bodies_return_the_window_with_codes() -> None:
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    dialect = OpenSearch()
     clauses = [{"term": {"keywords": "x"}}]
-    args = BodyArgs(engine, "user", P, clauses, [0.1], datetime(2025, 1, 1), False)
+    args = BodyArgs(dialect, "user", P, clauses, [0.1], datetime(2025, 1, 1), False)
     (fusion,) = mode_bodies(args)
     assert fusion["size"] == P.contiguity_window > P.anchor_window > P.limit
     time = {"field": TIME_FIELD, "format": "epoch_millis"}

@@ -4,7 +4,7 @@ building a client connects to nothing)."""
 from __future__ import annotations
 
 from kemem_es.config import get_settings
-from kemem_es.engine.client import _elasticsearch_client, _opensearch_client
+from kemem_es.engine.connect import _elasticsearch_client, _opensearch_client
 
 
 def test_the_sync_clients_keep_es_pool_size_connections() -> None:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from kemem_es.config import Settings
 from kemem_es.engine import connect
-from kemem_es.engine.client import OpenSearchEngine
+from kemem_es.engine.dialect import OpenSearch
 from kemem_es.engine.local import LocalEngine
 
 BODY: dict[str, Any] = {
@@ -27,12 +27,12 @@ BODY: dict[str, Any] = {
 }
 
 
-def fake_opensearch(version: str) -> OpenSearchEngine:
-    return OpenSearchEngine(None, Settings(), {"version": {"number": version}})
+def fake_opensearch(version: str) -> OpenSearch:
+    return OpenSearch(version)
 
 
 def test_3x_indices_keep_the_2x_scoring_settings() -> None:
-    body = fake_opensearch("3.5.0")._scored_as_on_2x(BODY)
+    body = fake_opensearch("3.5.0").index_body(BODY)
     assert body["settings"]["index.similarity.default.type"] == "LegacyBM25"
     props = body["mappings"]["properties"]
     assert props["k"]["use_similarity"] is True
@@ -40,7 +40,7 @@ def test_3x_indices_keep_the_2x_scoring_settings() -> None:
     assert "use_similarity" not in props["t"]
     assert "use_similarity" not in BODY["mappings"]["properties"]["k"]  # the input is unchanged
     # 2.x knows neither setting (and scores that way anyway).
-    assert fake_opensearch("2.19.1")._scored_as_on_2x(BODY) == BODY
+    assert fake_opensearch("2.19.1").index_body(BODY) == BODY
 
 
 def _legacy_bm25(boost: float, n_docs: int, df: int, dl: float, avgdl: float) -> float:
@@ -52,7 +52,7 @@ def _legacy_bm25(boost: float, n_docs: int, df: int, dl: float, avgdl: float) ->
 @pytest.mark.engine
 def test_keyword_and_text_scores_are_those_of_2x(engine_settings: Settings) -> None:
     engine = connect(engine_settings)
-    if engine.dialect != "opensearch":
+    if engine.dialect.name != "opensearch":
         pytest.skip("OpenSearch only")
     index = f"e-score-{uuid.uuid4().hex[:8]}"
     engine.create_index(index, BODY)

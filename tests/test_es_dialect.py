@@ -20,7 +20,7 @@ import pytest
 from kemem_es.config import get_settings
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine import connect
-from kemem_es.engine.client import ElasticsearchEngine
+from kemem_es.engine.dialect import Elasticsearch
 from kemem_es.models import EventRecord
 from kemem_es.search import events as ev
 from kemem_es.search.searcher import Searcher
@@ -129,7 +129,7 @@ def sent(method: str, suffix: str) -> list[object]:
 
 def test_dialect_is_detected_and_templates_use_dense_vector(es_url: str) -> None:
     engine = connect(get_settings(es_url=es_url))
-    assert isinstance(engine, ElasticsearchEngine)
+    assert isinstance(engine.dialect, Elasticsearch)
     install(engine, DIMS)
     (template,) = sent("PUT", "/_index_template/kemem-user-events")
     vector = template["template"]["mappings"]["properties"]["vector"]

@@ -291,6 +291,7 @@ def test_supplied_vectors_are_stored_at_unit_length_and_ranked_by_cosine(kemem) 
 
     from kemem_es.memory.dedup import nearest
     from kemem_es.models import EventRecord
+    from kemem_es.store.nearest import Neighbours
 
     kemem.init()
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
@@ -326,5 +327,7 @@ def test_supplied_vectors_are_stored_at_unit_length_and_ranked_by_cosine(kemem) 
         }
         hits = kemem.engine.search(alias, body, routing=U1.routing)["hits"]["hits"]
         assert [h["_source"]["id"] for h in hits] == [f"v{i}" for i in want]
-    (match,) = nearest(kemem.engine, [(U1, records[0], (base[0] * 3).tolist())], "events")
+    (match,) = nearest(
+        Neighbours(kemem.engine), [(U1, records[0], (base[0] * 3).tolist())], "events"
+    )
     assert match is not None and match.memory_id == "v0" and abs(match.similarity - 1.0) < 1e-3

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.engine
 
 def _v1_index(kemem, db: str, kind: str) -> str:
     """An index as version 1 wrote it: no uid / meta fields, _meta version 1, global ids."""
-    body = copy.deepcopy(index_body(kind, kemem.engine.dialect, kemem.embedder.dim))
+    body = copy.deepcopy(index_body(kind, kemem.engine.dialect.name, kemem.embedder.dim))
     props = body["mappings"]["properties"]
     props.pop("uid")
     props.pop("meta")
@@ -79,7 +79,7 @@ def test_an_index_from_before_vector_codes_gets_them_in_place(kemem) -> None:
     from kemem_es.store.migrate import fill_vector_codes, without_vector_codes
     from kemem_es.store.scope import Scope
 
-    body = copy.deepcopy(index_body("events", kemem.engine.dialect, kemem.embedder.dim))
+    body = copy.deepcopy(index_body("events", kemem.engine.dialect.name, kemem.embedder.dim))
     body["mappings"]["properties"].pop(VECTOR_CODE_FIELD)
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
     kemem.engine.create_index(f"{alias}-v2", {**body, "aliases": {alias: {}}})

@@ -8,9 +8,8 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from kemem_es.config import Settings
 from kemem_es.contract.params import QueryParams, Weights
-from kemem_es.engine.client import ElasticsearchEngine, OpenSearchEngine
+from kemem_es.engine.dialect import Elasticsearch, OpenSearch
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
 from kemem_es.search.entities import BRIDGE_WINDOW, entity_body
@@ -86,14 +85,14 @@ def test_weights_must_sum_to_one() -> None:
 HOSTILE = "'); System.exit(0); //\" + params"
 
 
-@pytest.mark.parametrize("engine_cls", [OpenSearchEngine, ElasticsearchEngine])
+@pytest.mark.parametrize("dialect_cls", [OpenSearch, Elasticsearch])
 @pytest.mark.parametrize("mode", ["fusion", "two_stage"])
-def test_user_text_only_travels_as_params_or_values(engine_cls, mode: str) -> None:
-    engine = engine_cls(client=None, settings=Settings(), info={})
+def test_user_text_only_travels_as_params_or_values(dialect_cls, mode: str) -> None:
+    dialect = dialect_cls()
     params = QueryParams(agent_id=HOSTILE, user_id=HOSTILE, exclude_ids=[HOSTILE])
     clauses = keyword_clauses([SearchWord(HOSTILE)], EVENT_FIELDS)
     build = ev.event_body if mode == "fusion" else ev.two_stage_body
-    body = build(engine, "user", params, clauses, [0.1] * 4, datetime(2025, 1, 1), False)
+    body = build(dialect, "user", params, clauses, [0.1] * 4, datetime(2025, 1, 1), False)
     sources, values = [], []
 
     def walk(node):
@@ -136,10 +135,10 @@ def test_scope_filters_every_database() -> None:
 
 
 def test_approximate_path_windows_ann_and_keyword_candidates_then_rescores() -> None:
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    dialect = OpenSearch()
     params = QueryParams(agent_id="a", user_id="u", ann_k=50, kw_window=30)
     clauses = [{"term": {"keywords": "x"}}]
-    body = ev.event_body(engine, "official", params, clauses, [0.1], datetime(2025, 1, 1), True)
+    body = ev.event_body(dialect, "official", params, clauses, [0.1], datetime(2025, 1, 1), True)
     first = body["query"]["bool"]
     ann = first["should"][-1]["constant_score"]
     assert ann["boost"] == ev.ANN_BOOST and "knn" in ann["filter"]
@@ -161,11 +160,11 @@ def test_word_pairs_score_the_window_but_do_not_choose_it() -> None:
     """Proximity clauses add to the coverage of the memories scored. On the approximate path
     they stay out of the keyword window's choice: over a heavy user's scope they cost more
     than the rest of the request (round 10: 20,000 long English memories, +3.3 ms there)."""
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    dialect = OpenSearch()
     params = QueryParams(agent_id="a", user_id="u")
     clauses = [{"term": {"keywords": "x"}}]
     pair = {"constant_score": {"filter": {"intervals": {}}, "boost": 0.4}}
-    args = (engine, "user", params, clauses, [0.1], datetime(2025, 1, 1))
+    args = (dialect, "user", params, clauses, [0.1], datetime(2025, 1, 1))
     approx = ev.event_body(*args, True, proximity=[pair])
     assert pair not in approx["query"]["bool"]["should"]
     rescored = approx["rescore"]["query"]["rescore_query"]["function_score"]["query"]
@@ -200,15 +199,15 @@ def test_entity_recall_is_one_search_scored_by_evidence() -> None:
 
 
 def test_an_entity_the_turn_names_gets_a_bonus_and_english_skips_the_cosine() -> None:
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    dialect = OpenSearch()
     params = QueryParams(agent_id="a", user_id="u")
     words = [SearchWord("年糕"), SearchWord("猫", level=3)]  # an expansion never names
-    should = entity_body(params, words, engine, [0.1] * 4)["query"]["bool"]["should"]
+    should = entity_body(params, words, dialect, [0.1] * 4)["query"]["bool"]["should"]
     named = [c["constant_score"] for c in should if "constant_score" in c]
     assert named == [{"filter": {"terms": {"entity_name_tok": ["年糕"]}}, "boost": 0.1 / 0.6}]
     # English: coverage × 2.5 and the name, no cosine rescore (ANN candidates stay)
     latin = params.model_copy(update={"entity_weights": params.latin_entity_weights})
-    body = entity_body(latin, [SearchWord("linda")], engine, [0.1] * 4)
+    body = entity_body(latin, [SearchWord("linda")], dialect, [0.1] * 4)
     assert body["query"]["bool"]["boost"] == 2.5 and "rescore" not in body
     assert any("knn" in c for c in body["query"]["bool"]["filter"][-1]["bool"]["should"])
     off = QueryParams(agent_id="a", user_id="u", entity_weights={"name": 0.0})
@@ -218,9 +217,9 @@ def test_an_entity_the_turn_names_gets_a_bonus_and_english_skips_the_cosine() ->
 
 
 def test_entity_candidates_include_nearest_in_meaning() -> None:
-    engine = OpenSearchEngine(client=None, settings=Settings(), info={})
+    dialect = OpenSearch()
     params = QueryParams(agent_id="a", user_id="u", entity_limit=3)
-    body = entity_body(params, [SearchWord("狗")], engine, [0.1] * 4)
+    body = entity_body(params, [SearchWord("狗")], dialect, [0.1] * 4)
     candidates = body["query"]["bool"]["filter"][-1]["bool"]
     assert any("knn" in c for c in candidates["should"])
     rescore = body["rescore"]["query"]["rescore_query"]["function_score"]
@@ -258,7 +257,7 @@ def test_a_document_the_engine_failed_to_read_is_not_a_missing_memory() -> None:
     """An mget answers per document. A missing document, or one whose index does not exist, is
     a miss; a document the engine could not read (OpenSearch 3.5 after a scroll over its index:
     ``already_closed_exception``) raises with what to do, instead of reading as NotFound."""
-    from kemem_es.engine.client import _found
+    from kemem_es.engine.errors import found as _found
     from kemem_es.errors import EngineUnavailable
 
     assert _found({"_index": "i", "_id": "a", "found": True, "_source": {}})

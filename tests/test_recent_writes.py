@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from kemem_es.engine.bridge import KeyedLock
 from kemem_es.memory.dedup import Match, RecentWrites, closer
 from kemem_es.models import EntityRecord, EventRecord
+from kemem_es.runtime import KeyedLock
 from kemem_es.store.scope import Scope
 
 A = Scope.of(agent_id="qiyu", user_id="u_a")
@@ -107,7 +107,7 @@ def test_a_keyed_lock_lets_one_holder_in_per_key() -> None:
 def test_a_keyed_lock_does_not_hang_an_event_loop() -> None:
     """Two async verbs on one loop (greenlets of the bridge) wanting the same key: the second
     waits while the first awaits, and both finish."""
-    from kemem_es.engine.bridge import Bridge, await_here
+    from kemem_es.runtime import Bridge, await_here
 
     lock, order = KeyedLock(), []
 
@@ -129,7 +129,7 @@ def test_a_keyed_lock_does_not_hang_an_event_loop() -> None:
 def test_a_cancelled_async_verb_gives_its_key_back() -> None:
     """A request cancelled while it holds a scope's turn (client gone, a timeout) must not
     leave that scope's later adds waiting forever."""
-    from kemem_es.engine.bridge import Bridge, await_here
+    from kemem_es.runtime import Bridge, await_here
 
     lock = KeyedLock()
 
@@ -159,11 +159,14 @@ class _FailingSearch:
     def __init__(self, item: dict) -> None:
         self.item = item
 
-    def ann_query(self, field, vector, k, filters):
-        return {"match_all": {}}
+    class dialect:  # the dialect pieces the search body uses
+        @staticmethod
+        def ann_query(field, vector, k, filters):
+            return {"match_all": {}}
 
-    def vector_function(self, field, vector, weight):
-        return {"weight": weight}
+        @staticmethod
+        def vector_function(field, vector, weight):
+            return {"weight": weight}
 
     def msearch(self, searches):
         return [self.item for _ in searches]
@@ -173,6 +176,7 @@ def test_a_failed_duplicate_search_fails_the_write_instead_of_finding_none() -> 
     """Before, an item error read as "no similar memory": the fact was added, a duplicate."""
     from kemem_es.errors import EngineRefused, EngineUnavailable
     from kemem_es.memory.dedup import nearest
+    from kemem_es.store.nearest import Neighbours
 
     vec = unit(1.0, 0.0)
     cases = [
@@ -182,4 +186,4 @@ def test_a_failed_duplicate_search_fails_the_write_instead_of_finding_none() -> 
     ]
     for item, error in cases:
         with pytest.raises(error, match="looking for duplicates"):
-            nearest(_FailingSearch(item), [(A, EVENT, vec)], "events")  # type: ignore[arg-type]
+            nearest(Neighbours(_FailingSearch(item)), [(A, EVENT, vec)], "events")  # type: ignore[arg-type]

@@ -148,7 +148,9 @@ def test_a_write_without_its_route_is_refused(sharded) -> None:
 
 def test_sharded_index_from_before_routing_is_refused_then_migrated(kemem) -> None:
     """Three shards, documents placed by id (no routing): init refuses, migrate copies."""
-    body = copy.deepcopy(index_body("events", kemem.engine.dialect, kemem.embedder.dim, shards=3))
+    body = copy.deepcopy(
+        index_body("events", kemem.engine.dialect.name, kemem.embedder.dim, shards=3)
+    )
     del body["mappings"]["_routing"], body["mappings"]["_meta"]["kemem_routing"]
     prefix = kemem.settings.index_prefix
     alias = index_alias(prefix, "user", "events")

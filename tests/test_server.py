@@ -359,7 +359,7 @@ def test_a_request_the_engine_refuses_is_bad_input_not_an_outage(seeded: Kemem) 
     r = c.get("/v1/memories", params={**A, "cursor": _cursor([{"a": 1}, "x"])})
     assert error_of(r, 422)["field"] == "cursor"
     # The library: the same error class, an InvalidInput (not EngineUnavailable).
-    from kemem_es.engine.client import engine_errors
+    from kemem_es.engine.errors import engine_errors
     from kemem_es.errors import EngineRefused, EngineUnavailable
 
     alias = f"{seeded.settings.index_prefix}-user-events"

@@ -148,7 +148,7 @@ def test_credentials_in_the_url_reach_the_engine_as_basic_auth(
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        from kemem_es.engine.client import _root_info
+        from kemem_es.engine.connect import _root_info
 
         port = server.server_address[1]
         monkeypatch.setenv("KEMEM_ES_URL", f"http://admin:secret@127.0.0.1:{port}")
@@ -173,7 +173,7 @@ def test_a_wrong_java_home_says_it_is_not_a_jdk(
 
 
 def test_an_html_error_page_is_one_line() -> None:
-    from kemem_es.engine.client import one_line
+    from kemem_es.engine.errors import one_line
 
     page = (
         '<!DOCTYPE HTML>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'

@@ -16,8 +16,6 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import KeyedLock, pause
-from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
@@ -32,8 +30,9 @@ from kemem_es.memory.dedup import (
 )
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
-from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
+from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
+from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import Crud, Stored, page_of
@@ -47,8 +46,9 @@ from kemem_es.store.documents import (
     with_strength_key,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
-from kemem_es.store.layout import history_alias, index_alias
+from kemem_es.store.nearest import Neighbours
 from kemem_es.store.scope import Scope
+from kemem_es.store.users import parse_instant
 from kemem_es.store.validation import Checked, validate_items
 
 RETRIES = 4
@@ -62,15 +62,16 @@ T = TypeVar("T")
 class MemoryService:
     def __init__(
         self,
-        engine: Engine,
+        crud: Crud,
+        neighbours: Neighbours,
         writer: Callable[[], BulkWriter],
         dedup_threshold: float = 0.9,
         dedup_min_overlap: float = 0.6,
         dedup_recent_s: float = 30.0,
     ) -> None:
-        self.engine = engine
         self._writer = writer
-        self.crud = Crud(engine)
+        self.crud = crud
+        self.neighbours = neighbours
         self.dedup_threshold = dedup_threshold
         self.dedup_min_overlap = dedup_min_overlap
         # Dedup sees this process's writes before the engine's refresh does, and the adds of
@@ -246,9 +247,9 @@ class MemoryService:
         """``dedup.nearest`` with each scope's tokenizer for entities, whose names it compares
         as the tokenizer does."""
         if kind != "entities" or not items:
-            return nearest(self.engine, items, kind)
+            return nearest(self.neighbours, items, kind)
         toks = self.writer.tokenizers([(scope, record) for scope, record, _ in items])
-        return nearest(self.engine, items, kind, toks)
+        return nearest(self.neighbours, items, kind, toks)
 
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
@@ -280,9 +281,7 @@ class MemoryService:
             existing: set[str] = set()
             for db in {c.scope.db for c in chunk}:
                 refs = [c.ref for c in chunk if c.scope.db == db]
-                alias = index_alias(self.crud.prefix, db, kind)
-                with engine_errors("looking up memories"):
-                    existing |= set(self.engine.mget(alias, refs, ["id"]))
+                existing |= self.crud.existing_ids(db, kind, refs)
             new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
@@ -313,18 +312,8 @@ class MemoryService:
         """Every text (normalised) the memories ``uids`` have had, from their history."""
         if not uids:
             return {}
-        alias = history_alias(self.crud.prefix)
-        body = {
-            "size": history.LIMIT_MAX,
-            "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
-            "_source": ["uid", "old_text", "new_text"],
-        }
-        with engine_errors("reading history"):
-            history.refresh(self.engine)  # entries written a moment ago count
-            hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}
-        for hit in hits:
-            src = hit["_source"]
+        for src in self.crud.texts_ever(uids):
             texts = (src.get(f) for f in ("old_text", "new_text"))
             out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
         return out

@@ -16,7 +16,6 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
-from kemem_es.engine.bridge import offload
 from kemem_es.errors import (
     EngineUnavailable,
     ExtractionPending,
@@ -32,6 +31,7 @@ from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
+from kemem_es.runtime import offload
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import by_record, validate_items

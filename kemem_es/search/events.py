@@ -20,11 +20,11 @@ score = w_kw·kw + w_vec·vec + w_time·0.5^(age/half_life) + w_str·s/(s+k_s), 
 All terms are computed by the engine inside a function_score (score_mode sum); the query
 vector, words, ``now`` and constants travel as params / query values, never as script source.
 
-Native scoring (``engine.scoring == "native"``: KEMEM_SCORING, or a cluster without Painless)
+Native scoring (``dialect.scoring == "native"``: KEMEM_SCORING, or a cluster without Painless)
 computes the same sum without any script: the vector term is a ``knn`` query clause (its score
 is (1+cos)/2 on Elasticsearch, 1+cos on OpenSearch's inner-product graph: the clause's boost
 carries the scale), exact over every candidate because its filter holds at most
-``Engine.NATIVE_K`` of them (the engine then compares them all rather than walking the graph);
+``Dialect.NATIVE_K`` of them (the engine then compares them all rather than walking the graph);
 strength is a ``distance_feature`` on ``strength_key`` (a date SCALE/s ms after the epoch:
 pivot/(pivot + SCALE/s) = s/(s+k) with pivot SCALE/k); keyword coverage and the time decay
 were script-free already. See docs/engines.md for where the two can differ.
@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import Engine
+from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import (
@@ -141,12 +141,12 @@ def sentence_share(
     return params.sentence_weight if parts and weights.get("vec", 0.0) > 0 else 0.0
 
 
-def native(engine: Engine) -> bool:
-    return engine.scoring == "native"
+def native(dialect: Dialect) -> bool:
+    return dialect.native
 
 
 def vector_clauses(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vectors: Sequence[Sequence[float]],
     weight: float,
@@ -156,7 +156,7 @@ def vector_clauses(
     candidates of ``scopes`` (script-free ``vector_function``, max over ``vectors``)."""
     _, span = vec_scale(params)
     clauses = [
-        engine.vector_clause(VECTOR_FIELD, v, k, filters, weight / span)
+        dialect.vector_clause(VECTOR_FIELD, v, k, filters, weight / span)
         for v in vectors
         for filters, k in scopes
     ]
@@ -177,7 +177,7 @@ def strength_clause(params: QueryParams, weight: float) -> dict[str, Any]:
 
 
 def native_clauses(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     weights: dict[str, float],
@@ -186,14 +186,14 @@ def native_clauses(
     """The vec and strength terms as query clauses (native scoring), for positive weights."""
     out = []
     if weights.get("vec", 0.0) > 0:
-        out.append(vector_clauses(engine, params, [vector], weights["vec"], scopes))
+        out.append(vector_clauses(dialect, params, [vector], weights["vec"], scopes))
     if weights.get("strength", 0.0) > 0:
         out.append(strength_clause(params, weights["strength"]))
     return out
 
 
 def sentence_clause(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     parts: Sequence[Sequence[float]],
     weight: float,
@@ -201,13 +201,13 @@ def sentence_clause(
 ) -> dict[str, Any]:
     """A query clause worth ``weight`` × the best sentence's vec (before the offset): one vector
     function per sentence, the engine keeps the max."""
-    if native(engine):
-        return vector_clauses(engine, params, parts, weight, scopes)
+    if native(dialect):
+        return vector_clauses(dialect, params, parts, weight, scopes)
     _, span = vec_scale(params)
     return {
         "function_score": {
             "query": {"match_all": {}},
-            "functions": [engine.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
+            "functions": [dialect.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
             "score_mode": "max",
             "boost_mode": "replace",
         }
@@ -224,7 +224,7 @@ def engine_instant(t: datetime) -> str:
 
 
 def signal_functions(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
@@ -234,7 +234,7 @@ def signal_functions(
     """The function_score functions for the signals with a positive weight, in FUNCTION_ORDER
     (native scoring: vec and strength are query clauses instead, ``native_clauses``)."""
     out = []
-    skip = NATIVE_TERMS if native(engine) else ()
+    skip = NATIVE_TERMS if native(dialect) else ()
     for name in FUNCTION_ORDER:
         if weights.get(name, 0.0) <= 0 or name in skip:
             continue
@@ -247,7 +247,7 @@ def signal_functions(
             out.append({"script_score": {"script": script}, "weight": weights[name]})
         elif name == "vec":
             _, span = vec_scale(params)
-            out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name] / span))
+            out.append(dialect.vector_function(VECTOR_FIELD, vector, weights[name] / span))
         elif name == "time":
             decay = {
                 "origin": engine_instant(now),
@@ -287,7 +287,7 @@ def candidate_query(
 
 
 def window_query(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -307,7 +307,7 @@ def window_query(
     window = params.kw_window if clauses else 0
     if use_ann:
         k = max(params.ann_k, size, params.limit)
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
+        ann = dialect.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
         window += k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
@@ -324,7 +324,7 @@ def keyword_filter(clauses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def exact_scopes(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: Sequence[dict[str, Any]] | None = None,
@@ -332,11 +332,11 @@ def exact_scopes(
     """Native scoring, exact path: one vector clause over the request's scope (and, with
     ``clauses``, only what matches a word: every candidate of a query that requires one)."""
     filters = request_filters(db, params) + keyword_filter(clauses or [])
-    return [(filters, engine.NATIVE_K)]
+    return [(filters, dialect.NATIVE_K)]
 
 
 def window_scopes(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: Sequence[dict[str, Any]],
@@ -353,12 +353,12 @@ def window_scopes(
         k = max(params.ann_k, size or params.limit, params.limit)
         scopes.append((filters if ann_filtered else [], k))
     if clauses:
-        scopes.append((filters + keyword_filter(clauses), engine.NATIVE_K))
-    return scopes or [(filters, engine.NATIVE_K)]
+        scopes.append((filters + keyword_filter(clauses), dialect.NATIVE_K))
+    return scopes or [(filters, dialect.NATIVE_K)]
 
 
 def fused(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
@@ -376,7 +376,7 @@ def fused(
     match takes ``sentence_weight`` of the vector term as a query clause (summed by the bool).
     ``scopes``: where native scoring's vector clauses look (every candidate of ``query``)."""
     w_kw = weights.get("kw", 0.0)
-    if native(engine) and not coverage and set(weights) == {"kw"}:
+    if native(dialect) and not coverage and set(weights) == {"kw"}:
         return query  # raw BM25: saturated by the caller (``saturated``), the order is the same
     share = sentence_share(params, weights, parts)
     if share and not coverage and w_kw > 0:
@@ -384,18 +384,18 @@ def fused(
     weights = dict(weights)
     extra: list[dict[str, Any]] = []  # clauses summed with the query's score
     if share:
-        extra.append(sentence_clause(engine, params, parts, weights["vec"] * share, scopes))
+        extra.append(sentence_clause(dialect, params, parts, weights["vec"] * share, scopes))
         weights["vec"] *= 1.0 - share
-    if native(engine):
-        extra += native_clauses(engine, params, vector, weights, scopes)
+    if native(dialect):
+        extra += native_clauses(dialect, params, vector, weights, scopes)
     if coverage and w_kw > 0:
         rest = {k: v for k, v in weights.items() if k != "kw"}
-        functions = signal_functions(engine, params, vector, now, rest, coverage)
+        functions = signal_functions(dialect, params, vector, now, rest, coverage)
         scored: dict[str, Any] = {"bool": {"must": [query], "boost": w_kw}}
         if extra:
             scored = {"bool": {"must": [scored], "should": extra}}
         return _function_score(scored, functions, "sum")
-    functions = signal_functions(engine, params, vector, now, weights, coverage)
+    functions = signal_functions(dialect, params, vector, now, weights, coverage)
     if extra:  # the query only selects; the clauses are its score, summed
         return _function_score({"bool": {"filter": [query], "should": extra}}, functions, "sum")
     return _function_score(query, functions, "replace")
@@ -421,7 +421,7 @@ def _function_score(
 
 
 def event_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -456,17 +456,17 @@ def event_body(
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
         first, window = window_query(
-            engine, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
+            dialect, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
         )
         # match_all in filter context: window docs that match no word still get scored.
         bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
         body["query"] = first
-        scopes = window_scopes(engine, db, params, clauses, use_ann, ann_filtered, size)
+        scopes = window_scopes(dialect, db, params, clauses, use_ann, ann_filtered, size)
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
                 "rescore_query": fused(
-                    engine, params, vector, now, weights, bm25, coverage, parts, scopes
+                    dialect, params, vector, now, weights, bm25, coverage, parts, scopes
                 ),
                 "query_weight": 0.0,
                 "rescore_query_weight": 1.0,
@@ -475,11 +475,11 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, [*clauses, *proximity], require_keyword)
-        scopes = exact_scopes(engine, db, params, clauses if require_keyword else None)
-        body["query"] = fused(engine, params, vector, now, weights, query, coverage, parts, scopes)
+        scopes = exact_scopes(dialect, db, params, clauses if require_keyword else None)
+        body["query"] = fused(dialect, params, vector, now, weights, query, coverage, parts, scopes)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)
-            if native(engine) and not coverage and set(weights) == {"kw"} and min_score < 1:
+            if native(dialect) and not coverage and set(weights) == {"kw"} and min_score < 1:
                 # bm25 / (bm25 + k) >= t  <=>  bm25 >= k t / (1 - t)
                 body["min_score"] = params.bm25_k * min_score / (1.0 - min_score)
     if params.explain:
@@ -488,7 +488,7 @@ def event_body(
 
 
 def two_stage_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -509,21 +509,21 @@ def two_stage_body(
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(
-        engine, db, params, clauses, vector, now, False, weights=stage1, size=size,
+        dialect, db, params, clauses, vector, now, False, weights=stage1, size=size,
         proximity=proximity, require_keyword=True,
     )  # fmt: skip
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit, size or 0),
         "query": {
             "rescore_query": fused(
-                engine,
+                dialect,
                 params,
                 vector,
                 now,
                 {"vec": w["vec"]},
                 {"match_all": {}},
                 parts=parts,
-                scopes=exact_scopes(engine, db, params, clauses),
+                scopes=exact_scopes(dialect, db, params, clauses),
             ),
             "query_weight": 1.0,
             "rescore_query_weight": 1.0,

@@ -14,7 +14,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
 from kemem_es.errors import (
     ConcurrentChange,
     EngineUnavailable,
@@ -176,10 +175,3 @@ def install_handlers(app: FastAPI) -> None:
             return _unparsable_body("nested too deeply or not UTF-8")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
-
-    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: translated here
-
-        @app.exception_handler(cls)
-        async def _client(request: Request, exc: Exception) -> JSONResponse:
-            error = translate_client_error(exc, "search engine")
-            return kemem_error_response(error, request.app.state.kemem.settings.url)

@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import shielded
-from kemem_es.engine.client import (
-    Engine,
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import (
     check_bulk,
     check_shards,
     deadline,
-    engine_errors,
     is_refusal,
     type_and_reason,
     with_remedy,
@@ -38,8 +36,10 @@ from kemem_es.errors import (
     InvalidInput,
     KememError,
     NotFound,
+    activity,
 )
-from kemem_es.models import MemoryKind
+from kemem_es.models import Database, MemoryKind
+from kemem_es.runtime import shielded
 from kemem_es.store import history
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import (
@@ -244,7 +244,7 @@ class Crud:
         memory_id = checked_id(memory_id, "memory_id")
         kinds = _kinds(kind)
         refs = [(self.alias(scope, k), scope.doc_id(memory_id), scope.routing) for k in kinds]
-        with engine_errors("reading a memory"):
+        with activity("reading a memory"):
             docs = self.engine.get_many(refs, excludes=FETCH_EXCLUDES)
         found = [
             Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"])
@@ -315,7 +315,7 @@ class Crud:
         return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
-        with engine_errors("listing memories"):
+        with activity("listing memories"):
             resp = self.engine.search(indices, body, routing=scope.routing)
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
@@ -328,7 +328,7 @@ class Crud:
             return None
         pit = None
         try:
-            with engine_errors("opening a point in time"):
+            with activity("opening a point in time"):
                 pit = self.engine.open_pit(indices, _keep_alive(), scope.routing)
         except KememError as exc:
             log.warning("listing memories without a point in time: %s", exc)
@@ -345,7 +345,7 @@ class Crud:
         if pit is None:
             return None
         try:
-            with engine_errors("listing memories"):
+            with activity("listing memories"):
                 resp = self.engine.search_pit(pit, _keep_alive(), body)
             hits = check_shards(resp, "listing memories")["hits"]["hits"]
         except KememError as exc:
@@ -360,7 +360,7 @@ class Crud:
         if pit is None:
             return
         try:
-            with engine_errors("closing a point in time"):
+            with activity("closing a point in time"):
                 self.engine.close_pit(pit)
         except KememError as exc:  # it expires anyway (and stays counted until then)
             log.info("closing a point in time: %s", exc)
@@ -374,7 +374,7 @@ class Crud:
         kind: MemoryKind | None = None,
     ) -> int:
         query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
-        with engine_errors("counting memories"):
+        with activity("counting memories"):
             return sum(
                 self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
             )
@@ -391,12 +391,29 @@ class Crud:
         if not 1 <= limit <= history.LIMIT_MAX:
             raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
         body = history.query(scope, memory_id, limit)
-        with engine_errors("reading history"), deadline(self.engine.settings.query_timeout_s):
+        with activity("reading history"), deadline(self.engine.settings.query_timeout_s):
             history.refresh_if_written(self.engine, self.engine.read_timeout)
             resp = self.engine.search(history_alias(self.prefix), body)
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
         return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
+
+    def existing_ids(
+        self, db: Database, kind: MemoryKind, refs: Sequence[tuple[str, str | None]]
+    ) -> set[str]:
+        """Which of the documents ``refs`` ((engine id, routing) in ``db``) exist (real time)."""
+        alias = index_alias(self.prefix, db, kind)
+        with activity("looking up memories"):
+            return set(self.engine.mget(alias, refs, ["id"]))
+
+    def texts_ever(self, uids: set[str]) -> list[dict[str, Any]]:
+        """The history entries (uid, old_text, new_text) of the memories ``uids``: every text
+        they have had, this process's latest changes included."""
+        with activity("reading history"):
+            history.refresh(self.engine)  # entries written a moment ago count
+            body = history.texts_query(uids)
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [h["_source"] for h in hits]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
@@ -477,7 +494,7 @@ class Crud:
         self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool, scope: Scope,
         memory_id: str,
     ) -> None:  # fmt: skip
-        with engine_errors("writing a memory"):
+        with activity("writing a memory"):
             resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
         item = next(iter(resp["items"][0].values()))
         status = item.get("status", 0)
@@ -499,7 +516,7 @@ class Crud:
 
     def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
         """History entries, all or an error: a dropped entry is a change with no record."""
-        with engine_errors(doing):
+        with activity(doing):
             resp = history.write(self.engine, entries)
         check_bulk(resp, doing)
 
@@ -527,7 +544,7 @@ class Crud:
     def refresh(self, scope: Scope, kinds: Iterable[MemoryKind]) -> None:
         """Make what was written searchable now: the scope's indices of ``kinds`` and the
         history (one refresh after many writes, not a wait for each)."""
-        with engine_errors("refreshing"):
+        with activity("refreshing"):
             for k in kinds:
                 self.engine.refresh(self.alias(scope, k))
             history.refresh(self.engine)
@@ -556,7 +573,7 @@ class Crud:
                 history.entry(scope, row.memory_id, row.kind, event, actor, old=old, reason=reason)
             )
         with shielded():  # the deletions and their history go together (see _bulk_one)
-            with engine_errors("deleting memories"):
+            with activity("deleting memories"):
                 resp = self.engine.bulk(lines)
             ok = [
                 e
@@ -591,7 +608,7 @@ class Crud:
                 "seq_no_primary_term": True,
             }
             for _ in range(DELETE_PASSES):
-                with engine_errors("refreshing"):  # bounded like the read it comes before
+                with activity("refreshing"):  # bounded like the read it comes before
                     self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
                 found = False
                 page = body
@@ -624,9 +641,9 @@ class Crud:
                 for i in range(0, len(uids), FORGET_IDS)
             ]
         )
-        with engine_errors("refreshing"):
+        with activity("refreshing"):
             history.refresh(self.engine)
-        with engine_errors("forgetting history"):
+        with activity("forgetting history"):
             for ids in batches:
                 keep = [{"term": {"event": "FORGET"}}]
                 body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}
