@@ -86,7 +86,7 @@ class Side:
         searcher.rank_events = ranked  # type: ignore[method-assign]
         searcher.score_entities = entities  # type: ignore[method-assign]
         searcher.engine.msearch = timed  # type: ignore[method-assign]
-        self.scoring = searcher.engine.scoring
+        self.scoring = searcher.engine.dialect.scoring
 
     def answer(self, text: str, params: QueryParams) -> dict[str, Any]:
         self.last = {"events": [], "entities": []}
