@@ -98,8 +98,15 @@ def unrounded(script_url: str, native_url: str, prefix: str, env: dict[str, str]
 
 
 def delete_indices(url: str, prefix: str) -> None:
-    """The check's indices and index templates (nothing else: the names carry its prefix)."""
-    for path in (f"{prefix}-*", f"_index_template/{prefix}-*"):
+    """The check's indices and index templates (nothing else: the names carry its prefix).
+    Indices by name: Elasticsearch refuses a wildcard delete (destructive_requires_name)."""
+    try:
+        with urllib.request.urlopen(f"{url}/{prefix}-*?filter_path=*.settings.index.uuid") as r:
+            names = sorted(json.loads(r.read().decode() or "{}"))
+    except (OSError, ValueError) as exc:
+        print(f"(could not list the indices {prefix}-* on {url}: {exc})")
+        names = []
+    for path in (*names, f"_index_template/{prefix}-*"):
         req = urllib.request.Request(f"{url}/{path}", method="DELETE")
         try:
             urllib.request.urlopen(req, timeout=30).read()
@@ -124,6 +131,8 @@ def main() -> None:
     args = ap.parse_args()
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("KEMEM_ES_")}
+    if os.environ.get("KEMEM_ES_TIMEOUT_S"):  # not a cluster of its own: a slow machine's
+        env["KEMEM_ES_TIMEOUT_S"] = os.environ["KEMEM_ES_TIMEOUT_S"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     shared_model = REPO.parent / "shared/models/m3e-small-onnx"  # as scripts/setup.sh does
     if not env.get("KEMEM_MODEL_DIR") and not env.get("KEMEM_MODEL") and shared_model.is_dir():
