@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
+from typing_extensions import Unpack
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.options import QueryOptions, SearchOptions
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
@@ -228,7 +230,7 @@ class Kemem:
         agent_id: str,
         degrade: bool | None = None,
         reinforce: bool | None = None,
-        **options: Any,
+        **options: Unpack[QueryOptions],
     ) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams).
 
@@ -338,7 +340,7 @@ class Kemem:
         return reports
 
     def query_simple(
-        self, text: str, *, user_id: str, agent_id: str, **options: Any
+        self, text: str, *, user_id: str, agent_id: str, **options: Unpack[QueryOptions]
     ) -> SimpleResponse:
         """Only the memory texts, in order of importance."""
         return self.query(text, user_id=user_id, agent_id=agent_id, **options).simple()
@@ -508,7 +510,7 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
         session_id: str | None = None,
-        **options: Any,
+        **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
         score threshold); other options as in ``query``. Unknown options raise, and so does

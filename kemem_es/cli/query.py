@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -108,12 +108,12 @@ def query(
             limit=limit,
             entity_limit=entity_limit,
             score_threshold=threshold,
-            mode=mode,
+            mode=cast(Any, mode),  # checked by QueryParams, whose error names --mode
             exclude_ids=exclude,
             now=now,
             user_name=user_name,
             agent_name=agent_name,
-            strategy=strategy,
+            strategy=cast(Any, strategy),
             max_words=max_words,
             explain=explain,
         )

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CITE = re.compile(r"docs/SPEC\.md(?:'s)? §(\d+)")
 
 
 def _cited() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    paths = [*REPO.glob("kemem_es/**/*.py"), *REPO.glob("tests/*.py"), REPO / "README.md"]
+    paths = [*REPO.glob("kemem_es/**/*.py"), *REPO.glob("tests/**/*.py"), REPO / "README.md"]
     for path in paths:
         for n in CITE.findall(path.read_text(encoding="utf-8")):
             out.setdefault(n, set()).add(str(path.relative_to(REPO)))

@@ -1,6 +1,6 @@
 """The dashboard's server side, in process (httpx over the ASGI transport) on the real engine:
 the page and its assets, the JSON it reads, and API keys (an operator key sees only its
-agents; without a key, 401). The browser test is tests/test_dashboard_browser.py."""
+agents; without a key, 401). The browser test is tests/browser/test_dashboard_browser.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from support import drop_prefix
 
 from kemem_es.store.layout import index_alias
 from kemem_es.store.templates import index_body
-from tests import test_query_engine as tq
+from tests.engine import test_query_engine as tq
 
 pytestmark = pytest.mark.engine
 

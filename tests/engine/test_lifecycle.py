@@ -24,7 +24,7 @@ from kemem_es.store.scope import Scope
 A = {"agent_id": "qiyu", "user_id": "u_a"}
 B = {"agent_id": "qiyu", "user_id": "u_b"}
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
-SESSIONS = Path(__file__).resolve().parent.parent / "bench" / "dialogue_en" / "events.jsonl"
+SESSIONS = Path(__file__).resolve().parents[2] / "bench" / "dialogue_en" / "events.jsonl"
 
 
 # -- pure rules -----------------------------------------------------------------------------

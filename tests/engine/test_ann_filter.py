@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests import test_query_engine as tq
+from tests.engine import test_query_engine as tq
 
 pytestmark = pytest.mark.engine
 

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from kemem_es.config import Settings
 from kemem_es.embed import Embedder, EmbedderError, load_embedder
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = Path(
     os.environ.get("KEMEM_TEST_MODEL_DIR") or _REPO.parent / "shared" / "models" / "m3e-small-onnx"
 )

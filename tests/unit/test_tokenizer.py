@@ -156,7 +156,7 @@ def test_stop_words_are_kept_in_tokens(tok: Tokenizer) -> None:
     assert "的" in tok.tokenize("红色的花")
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _corpus_texts() -> list[str]:

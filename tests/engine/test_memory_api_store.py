@@ -416,7 +416,7 @@ def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -
 
     from kemem_es.store.layout import index_alias
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme.split("## A chat loop with memory", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     kemem.init()

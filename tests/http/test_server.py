@@ -31,7 +31,7 @@ from kemem_es.server import create_app  # noqa: E402
 A = {"agent_id": "agent_a", "user_id": "u1"}
 B = {"agent_id": "agent_b", "user_id": "u1"}
 KEYS = {"key-a": ["agent_a"], "key-b": ["agent_b"], "key-root": ["*"]}
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ENTITY = {
     "entity_name": "豆包",

@@ -122,18 +122,3 @@ def test_points_in_time_use_each_dialects_endpoints() -> None:
         engine.close_pit("p1")
         assert send.sent[0].path == path and send.sent[1].method == "DELETE"
         assert send.sent[1].body == dialect.pit_close_body("p1")
-
-
-@pytest.mark.engine
-def test_one_query_is_one_msearch_through_every_layer(kemem) -> None:
-    """Kemem.query → MemoryService/Searcher → search planning (dialect) → Engine.msearch →
-    Engine.request → the client: after warm-up, a query is exactly one request."""
-    kemem.init()
-    kemem.add("木木周末和祁煜去吃了火锅，点了双份毛肚", agent_id="a", user_id="u", refresh=True)
-    kemem.query("火锅", agent_id="a", user_id="u")  # warm: scope counts, names, scripts
-    seen: list[Request] = []
-    kemem.engine.hook = lambda req, answer, s: seen.append(req)
-    answer = kemem.query("火锅", agent_id="a", user_id="u", score_threshold=0)
-    kemem.engine.hook = None
-    assert answer.memory_events
-    assert [(r.method, r.path) for r in seen] == [("POST", "/_msearch")]

@@ -14,7 +14,7 @@ import pytest
 
 import kemem_es
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("opensearchpy", "elasticsearch", "pydantic_settings", "jieba", "numpy", "onnxruntime")
 
 
@@ -88,3 +88,22 @@ def test_top_k_on_search_is_refused_naming_limit() -> None:
     with pytest.raises(InvalidInput, match="limit") as refused:
         Kemem().search("火锅", user_id="u", agent_id="a", top_k=3)
     assert refused.value.field == "top_k"
+
+
+def test_elasticsearch_without_its_extra_says_what_to_install(monkeypatch) -> None:
+    from kemem_es.config import Settings
+    from kemem_es.engine.connect import _elasticsearch_client
+    from kemem_es.errors import EngineUnavailable
+
+    monkeypatch.setitem(sys.modules, "elasticsearch", None)  # as if not installed
+    with pytest.raises(EngineUnavailable, match=r"kemem-es\[elasticsearch\]"):
+        _elasticsearch_client(Settings())
+
+
+def test_lexicon_builds_without_scikit_learn_say_what_to_install(monkeypatch) -> None:
+    from kemem_es.text.keywords import IdfTable
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    monkeypatch.setitem(sys.modules, "sklearn.feature_extraction.text", None)
+    with pytest.raises(ValueError, match=r"kemem-es\[build\]"):
+        IdfTable.from_texts(["木木喜欢火锅"])

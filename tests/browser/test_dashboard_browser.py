@@ -33,7 +33,7 @@ from support import serve_process  # noqa: E402
 from kemem_es import Kemem  # noqa: E402
 from kemem_es.kemem import DEMO_FILES, demo_path  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("KEMEM_TEST_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("KEMEM_TEST_CHROMEDRIVER", "/usr/bin/chromedriver")
 ARTIFACTS = Path(os.environ.get("KEMEM_TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
