@@ -34,7 +34,7 @@ echo "Elasticsearch $version node started in $((SECONDS - t0)) s"
 
 KEMEM_TEST_ES_URL="http://127.0.0.1:$port" KEMEM_SCORING=native \
   python3 -m pytest -q -m "engine and not es_node_lacks" -rs \
-  --ignore tests/test_local_cluster.py --ignore tests/test_engine_versions.py
+  --ignore tests/engine/test_local_cluster.py --ignore tests/engine/test_engine_versions.py
 echo "engine suite on Elasticsearch $version: $((SECONDS - t0)) s"
 stop_es
 

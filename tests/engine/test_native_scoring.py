@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import DEMO_NOW, DEMO_QUERIES, demo_store, drop_prefix
 
 from kemem_es.contract.params import QueryParams
+from tests.support import DEMO_NOW, DEMO_QUERIES, demo_store, drop_prefix
 
 pytestmark = pytest.mark.engine
 TOLERANCE = 1e-5
