@@ -43,6 +43,7 @@ from kemem_es.store.documents import (
     to_document,
     to_memory,
     vector_fields,
+    with_strength_key,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
 from kemem_es.store.nearest import Neighbours
@@ -211,6 +212,7 @@ class MemoryService:
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})
         if "strength" not in c.record.model_fields_set:
             doc["strength"] = stored.source.get("strength", 0.0)
+        with_strength_key(doc)
         entry = history.entry(c.scope, c.memory_id, kind, "UPDATE", actor, stored.source, doc)
         self.crud.replace(c.scope, stored, doc, entry, refresh)
         self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
@@ -448,6 +450,7 @@ class MemoryService:
             last = parse_instant(stored.source.get("indexed_at")) or now
             gain = ebbinghaus_gain(now - last)
             doc["strength"] = min(MAX_STRENGTH, float(stored.source.get("strength") or 0.0) + gain)
+        with_strength_key(doc)
         # Fields the new version no longer has are cleared, not left behind.
         for f in stored.source:
             if f not in doc and f not in (*LIFECYCLE_FIELDS, "strength", "indexed_at"):

@@ -452,9 +452,25 @@ class Crud:
         recall counts) stay as they are; fields set to None are cleared. Each given field
         replaces its old value whole: a partial ``doc`` would merge objects key by key, so
         ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
+        if not self.engine.painless:  # the same write, computed here (see _patched)
+            full = self._patched(scope, stored, doc)
+            action = self._action("index", scope, stored.kind, stored.memory_id, stored)
+            self._bulk_one([action, full], entry, refresh, scope, stored.memory_id)
+            return
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
         script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
         self._bulk_one([action, {"script": script}], entry, refresh, scope, stored.memory_id)
+
+    def _patched(self, scope: Scope, stored: Stored, doc: dict[str, Any]) -> dict[str, Any]:
+        """PATCH_SCRIPT without a script: the whole stored document (vector included, read in
+        real time) with ``doc``'s fields replaced whole and its None fields removed. It is
+        written onto the version that was read (if_seq_no), so a change in between is a
+        conflict, as the scripted update's."""
+        index = self.alias(scope, stored.kind)
+        got = self.engine.get_many([(index, scope.doc_id(stored.memory_id), scope.routing)])[0]
+        current = dict((got or {}).get("_source") or stored.source)
+        current.update(doc)
+        return {k: v for k, v in current.items() if v is not None}
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],

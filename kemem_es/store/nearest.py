@@ -66,16 +66,21 @@ class Neighbours:
             k = ENTITY_CANDIDATES if isinstance(record, EntityRecord) and tok is not None else 1
             # The graph's own score depends on its space (innerproduct on new OpenSearch
             # indices, cosine on older ones): the nearest is rescored as (1 + cos) / 2.
-            ann = dialect.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
-            body = {
-                "size": k,
-                "query": {
+            filters = _filters(scope, record, tok)
+            query: dict[str, Any]
+            if dialect.native:  # no script: the knn clause scores (1 + cos) / 2 itself
+                query = dialect.vector_clause(VECTOR_FIELD, vector, k, filters, 1.0)
+            else:
+                query = {
                     "function_score": {
-                        "query": ann,
+                        "query": dialect.ann_query(VECTOR_FIELD, vector, k, filters),
                         "functions": [dialect.vector_function(VECTOR_FIELD, vector, 1.0)],
                         "boost_mode": "replace",
                     }
-                },
+                }
+            body = {
+                "size": k,
+                "query": query,
                 "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
             }
             searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))

@@ -22,6 +22,7 @@ from kemem_es.models import Database, MemoryKind
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
+    STRENGTH_KEY_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
     history_alias,
@@ -34,7 +35,7 @@ USERS = "users"
 # Fields a later release added to a template version: an index of that version without them is
 # given them in place (an added field changes nothing that is stored); its older documents
 # simply lack them until they are written again or `kemem-es migrate` fills them in.
-ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD})
+ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD})
 
 
 @cache
@@ -52,6 +53,7 @@ def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
 
 
 ROUTING = "scope"  # _meta.kemem_routing of indices whose documents are routed by Scope.routing
+CUSTOM_ANALYZER = "kemem_ws"  # whitespace + lowercase: the tokens are lowercase already
 
 
 def index_body(
@@ -83,6 +85,12 @@ def index_body(
     elif quantization != "none":
         raise ValueError(f"unknown vector quantization {quantization!r} (none or int8)")
     mappings = base["mappings"]
+    analyzer = extra.get("text_analyzer")
+    if analyzer:  # a built-in analyzer instead of the custom one (see dialects/*.json)
+        base["settings"].pop("analysis", None)
+        for spec in mappings["properties"].values():
+            if spec.get("analyzer") == CUSTOM_ANALYZER:
+                spec["analyzer"] = analyzer
     mappings["properties"][VECTOR_FIELD] = vector
     mappings["_routing"] = {"required": True}
     mappings["_meta"] = {

@@ -741,6 +741,7 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
 
 
 @pytest.mark.engine
+@pytest.mark.es_node_lacks("Painless: it writes a strength past the bound with a script")
 def test_strength_stops_at_its_bound_and_a_stored_one_past_it_blocks_nothing(kemem) -> None:
     """Recall reinforcement had no ceiling, but every write validates strength <= MAX_STRENGTH:
     a popular memory became impossible to update, merge into or re-import."""
