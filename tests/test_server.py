@@ -143,11 +143,12 @@ def test_health_ready_and_request_id(kemem: Kemem) -> None:
 EVENT_TYPES = {
     "id": int, "score": float, "index": str, "db": str, "description": str, "deepinsight": str,
     "updatetime": str, "created_at": str, "place": str, "scene": str, "keyword": list, "log": str,
+    "created_at_iso": str, "updatetime_iso": str,  # the wall clocks' ISO 8601 twins
 }  # fmt: skip
 ENTITY_TYPES = {
     "id": int, "kind": str, "score": float, "index": dict, "db": str, "entity_name": str,
     "entity_type": str, "description": str, "updatetime": str, "matched_keywords": list,
-    "keyword": str, "tier": int, "log": str,
+    "keyword": str, "tier": int, "log": str, "updatetime_iso": str,
 }  # fmt: skip
 INFO_TYPES = {
     "检索耗时": dict, "query": str, "分词": list, "给联想的基词": list, "扩展后联想词": list,

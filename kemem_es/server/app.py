@@ -12,9 +12,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -26,6 +28,8 @@ from kemem_es.server import dashboard, routes_memories, routes_query
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
 from kemem_es.server.errors import error_response, install_handlers, public_reason, refusal
 from kemem_es.server.metrics import Metrics
+from kemem_es.server.openapi import install as install_openapi
+from kemem_es.server.openapi import operation_id
 
 log = logging.getLogger("kemem_es.server")
 
@@ -183,6 +187,19 @@ class JsonBodies:
         await self.app(scope, receive, send)
 
 
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """``ready`` with the engine's dialect and version, or ``unavailable`` (503) and why."""
+
+    status: Literal["ready", "unavailable"]
+    engine: str | None = None
+    version: str | None = None
+    reason: str | None = None
+
+
 # At shutdown, background extractions (LLM calls) still running get this long to finish; then
 # they are given up (their raw turns are stored), so the server exits before an orchestrator's
 # kill (the reinforcement flush that follows has its own deadline, SHUTDOWN_FLUSH_S).
@@ -220,7 +237,9 @@ def create_app(
         summary="Long-term memory for Chinese companion chat: recall (/query) and the Memory API",
         version="0.1.0",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    install_openapi(app)
     app.state.kemem = km
     app.state.settings = cfg
     app.state.keyring = KeyRing(cfg.server_api_keys)
@@ -272,10 +291,16 @@ def create_app(
     # operation per path there, not two with the same id.
     @app.get("/healthz", tags=["ops"], summary="The process is up (no auth, no engine call)")
     @app.head("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz() -> Health:
+        return Health(status="ok")
 
-    @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        summary="The engine answers and the indices exist",
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "not ready: reason says why"}},
+    )
     @app.head("/readyz", include_in_schema=False)
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
         unusable = getattr(app.state, "unusable", None)
