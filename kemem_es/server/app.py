@@ -11,7 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Literal
 
 from fastapi import Depends, FastAPI, Request, Response
@@ -200,6 +200,29 @@ class Readiness(BaseModel):
     reason: str | None = None
 
 
+def mount_mcp(app: FastAPI) -> None:
+    """MCP over streamable HTTP at ``/mcp`` (stateless, JSON answers) when the ``mcp`` extra
+    is installed. Behind the same middleware as every route: the key check (its agents bound
+    the tools, see kemem_es.mcp_server), the Host check of a keyless server, the limits. The
+    SDK's own Host/Origin check is off: it knows only loopback names, the server's checks
+    know the configured ones."""
+    try:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from kemem_es.mcp_server import http_mcp
+    except ImportError:
+        return
+    server = http_mcp(app)
+    sub = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    app.state.mcp = server
+    app.router.routes.extend(sub.routes)
+
+
 # At shutdown, background extractions (LLM calls) still running get this long to finish; then
 # they are given up (their raw turns are stored), so the server exits before an orchestrator's
 # kill (the reinforcement flush that follows has its own deadline, SHUTDOWN_FLUSH_S).
@@ -217,7 +240,17 @@ def create_app(
     cfg = settings or km.settings
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(this: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            mcp = getattr(this.state, "mcp", None)
+            if mcp is not None:  # the /mcp transport's task group
+                await stack.enter_async_context(mcp.session_manager.run())
+            await warm()
+            yield
+        if own:
+            await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
+
+    async def warm() -> None:
         try:  # model, jieba, names and the connection now, not in the first requests
             await km.warm_up()
         except EngineUnavailable as exc:  # may come later: /query degrades until it does
@@ -228,9 +261,6 @@ def create_app(
         except Exception as exc:  # not the engine's fault: say what it is
             app.state.unusable = f"warm-up failed: {type(exc).__name__}"
             log.error("warm-up failed: %s: %s", type(exc).__name__, exc)
-        yield
-        if own:
-            await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
 
     app = FastAPI(
         title="kemem-es",
@@ -328,6 +358,7 @@ def create_app(
         data, ctype = m.render()
         return Response(data, media_type=ctype)
 
+    mount_mcp(app)
     app.include_router(routes_query.router)
     app.include_router(routes_memories.router)
     app.include_router(dashboard.router)
