@@ -36,8 +36,10 @@ def batch_answer(body: dict[str, Any]) -> dict[str, Any]:
     """One event per batch, named after the batch's first user line (distinct per batch)."""
     dialogue = body["messages"][1]["content"].split("\n\n", 1)[1].splitlines()
     first = next(line for line in dialogue if line.startswith("木木："))
-    return {"events": [{"description": f"{first}（{len(dialogue)}句）", "time": None}],
-            "entities": []}  # fmt: skip
+    return {
+        "events": [{"description": f"{first}（{len(dialogue)}句）", "time": None}],
+        "entities": [],
+    }
 
 
 def with_llm(km: Kemem, url: str, **settings: Any) -> Kemem:

@@ -96,8 +96,9 @@ def test_add_messages_label_each_turn_with_its_speaker() -> None:
 # -- assembly: budget and no overlap -------------------------------------------------------------
 def _hit(i: int, text: str, db: str = "user") -> EventHit:
     when = (NOW - timedelta(days=i + 1)).strftime("%Y-%m-%d %H:%M:%S")
-    return EventHit(id=i, score=0.9, index=f"e{i}", db=db, description=text, updatetime=when,
-                    created_at=when)  # fmt: skip
+    return EventHit(
+        id=i, score=0.9, index=f"e{i}", db=db, description=text, updatetime=when, created_at=when
+    )
 
 
 def _inputs(budget: int, texts: list[str]) -> Inputs:
@@ -120,19 +121,32 @@ def _inputs(budget: int, texts: list[str]) -> Inputs:
         updatetime="2025-05-01 00:00:00",
     )
     recall = QueryResponse(
-        memory_events=[_hit(1, texts[0]), _hit(2, dialogue[4]["content"]), _hit(3, texts[3]),
-                       _hit(4, texts[4])],
+        memory_events=[
+            _hit(1, texts[0]),
+            _hit(2, dialogue[4]["content"]),
+            _hit(3, texts[3]),
+            _hit(4, texts[4]),
+        ],
         memory_entities=[entity],
-        additional_info=AdditionalInfo(timings_ms={}, query="", tokens=[], base_words=[],
-                                       expanded_words=[]),
-    )  # fmt: skip
+        additional_info=AdditionalInfo(
+            timings_ms={}, query="", tokens=[], base_words=[], expanded_words=[]
+        ),
+    )
     for hit in recall.memory_events[:1]:
         hit.index = "o1"  # the overview's own event, recalled again
     return Inputs(
-        message=dialogue[-2]["content"], turns=turns[:-2], summary="", overview=overview,
-        recall=recall, user_name="木木", agent_name="祁煜", now=NOW, budget=budget,
-        shares=(0.5, 0.2, 0.3), can_summarize=False,
-    )  # fmt: skip
+        message=dialogue[-2]["content"],
+        turns=turns[:-2],
+        summary="",
+        overview=overview,
+        recall=recall,
+        user_name="木木",
+        agent_name="祁煜",
+        now=NOW,
+        budget=budget,
+        shares=(0.5, 0.2, 0.3),
+        can_summarize=False,
+    )
 
 
 MEMS = [r["content"] for r in rows("dev.jsonl") if r["informative"]][:5]
