@@ -68,8 +68,9 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             )
             reply = stub.next_reply()
             if stub.responder is not None and reply.status == 200 and not reply.delay:
-                content = json.dumps(stub.responder(stub.requests[-1]["body"]), ensure_ascii=False)
-                reply = Reply(body=chat(content))
+                out = stub.responder(stub.requests[-1]["body"])
+                text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+                reply = Reply(body=chat(text))
             if reply.delay:
                 stub.release.wait(reply.delay)
             body = reply.body

@@ -157,3 +157,29 @@ def test_without_an_llm_the_dialogue_leaves_only_labelled_user_facts(kemem: Keme
     assert stored and all(t.startswith("木木说：") for t in stored)
     noise = {r["content"] for r in dialogue if r["role"] == "assistant" or not r["informative"]}
     assert not {t.removeprefix("木木说：") for t in stored} & noise
+
+
+@pytest.mark.engine
+def test_older_turns_are_summarised_through_the_llm(kemem: Kemem) -> None:
+    kemem.init()
+    summary = rows("dev.jsonl")[0]["content"]  # what the stub "summarises" to
+
+    def answer(body: dict[str, Any]) -> Any:
+        return batch_answer(body) if "response_format" in body else summary
+
+    with serve_stub({"events": [], "entities": []}) as stub:
+        stub.responder = answer
+        km = with_llm(kemem, stub.url, session_max_tokens=64)
+        turns = sixty_turns()[:8]
+        for i in range(0, 8, 2):
+            km.add(turns[i : i + 2], session_id="s6", **A)
+        km.drain()
+        asked = [r for r in stub.requests if "response_format" not in r["body"]]
+        assert asked  # the window outgrew its share: a summary was asked for
+        said = asked[0]["body"]["messages"][1]["content"]
+        assert "木木：" in said and "祁煜：" in said  # speaker-labelled, like extraction
+        ctx = km.context(turns[-1]["content"], session_id="s6", max_tokens=400, **A)
+        assert ctx.summary == summary and summary in ctx.text
+        state = km.sessions.manager.view(km._scope("qiyu", "u_mumu", "user"), "s6").state
+        assert all(t.seq > state.summary_upto for t in ctx.dialogue[:-1])  # not in two parts
+        km.close()
