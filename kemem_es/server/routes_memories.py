@@ -58,6 +58,8 @@ class AddRequest(BaseModel):
     dedup: bool = True
     user_name: str | None = None
     agent_name: str | None = None
+    scene_change: bool = False
+    dialogue: bool = True
 
     @model_validator(mode="after")
     def _one_input(self) -> AddRequest:
@@ -170,6 +172,8 @@ async def add(
         dedup=body.dedup,
         user_name=body.user_name,
         agent_name=body.agent_name,
+        scene_change=body.scene_change,
+        dialogue=body.dialogue,
     )
     return AddResponse(results=results)
 
