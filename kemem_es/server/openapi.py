@@ -88,9 +88,21 @@ ROUTE_STATUSES: dict[str, tuple[int, ...]] = {
 DEFAULT_STATUSES = (401, 403, 404, 409, 422, 503)
 
 
+# Routes whose function name alone would be a vague method name.
+RENAMED = {
+    ("GET", "/v1/sessions/{session_id}/messages"): "listSessionMessages",
+    ("GET", "/v1/sessions/{session_id}/messages/{seq}"): "getSessionMessage",
+    ("POST", "/v1/sessions/{session_id}/end"): "endSession",
+    ("DELETE", "/v1/sessions/{session_id}"): "deleteSession",
+}
+
+
 def operation_id(route: APIRoute) -> str:
     """The route's function name in lowerCamelCase (``list_memories`` → ``listMemories``): the
     name a generated client's method gets. A route can set its own with ``operation_id``."""
+    for method in route.methods or ():
+        if (method, route.path) in RENAMED:
+            return RENAMED[(method, route.path)]
     head, *rest = route.name.split("_")
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
