@@ -201,6 +201,27 @@ class Settings(BaseSettings):
         default=120.0, gt=0, le=3600, description="how long a worker holds a batch to extract"
     )
 
+    # The OpenAI-compatible proxy of kemem-es serve (/v1/chat/completions, /v1/responses;
+    # docs/proxy.md): the model it forwards to, and how recalled memories are injected.
+    proxy_upstream_url: str | None = Field(
+        default=None, description="the upstream's base URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    proxy_upstream_key: SecretStr | None = Field(
+        default=None, repr=False, description="sent upstream as a Bearer token; never logged"
+    )
+    proxy_template: str = Field(
+        default="以下是你记得的关于用户的事（自然地参考，不要逐条复述）：\n{memories}",
+        description="the injected memory text; {memories} is context()'s text",
+    )
+    proxy_position: Literal["system_end", "system_start", "before_last_user"] = Field(
+        default="system_end",
+        description="where it goes: the end or start of the first system message (one is "
+        "added when there is none), or a system message just before the last user turn",
+    )
+    proxy_timeout_s: float = Field(
+        default=300.0, gt=0, le=3600, description="one upstream call, the whole stream included"
+    )
+
     # HTTP server (kemem-es serve).
     server_api_keys: dict[str, list[str]] | None = Field(
         default=None,
@@ -222,7 +243,7 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
-    @field_validator("llm_api_key")
+    @field_validator("llm_api_key", "proxy_upstream_key")
     @classmethod
     def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
         """The key goes into an HTTP header: anything but printable ASCII would fail every

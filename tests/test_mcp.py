@@ -98,7 +98,7 @@ def test_mcp_over_http_keeps_each_key_to_its_agents(kemem: Kemem) -> None:
         r = httpx.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert r.status_code == 401
 
-    with serve_process(env) as url:
+    with serve_process(env, up_within_s=240) as url:
         asyncio.run(run(url))
 
 

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
 from kemem_es.errors import EngineUnavailable, KememError
-from kemem_es.server import dashboard, routes_memories, routes_query, routes_sessions
+from kemem_es.server import dashboard, proxy, routes_memories, routes_query, routes_sessions
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
 from kemem_es.server.errors import error_response, install_handlers, public_reason, refusal
 from kemem_es.server.metrics import Metrics
@@ -247,6 +247,7 @@ def create_app(
                 await stack.enter_async_context(mcp.session_manager.run())
             await warm()
             yield
+        await proxy.close_proxy(this)
         if own:
             await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
 
@@ -362,5 +363,6 @@ def create_app(
     app.include_router(routes_query.router)
     app.include_router(routes_memories.router)
     app.include_router(routes_sessions.router)
+    app.include_router(proxy.router)
     app.include_router(dashboard.router)
     return app
