@@ -65,7 +65,9 @@ STATUS_TEXT = {
     429: "overloaded: too many requests in flight (see Retry-After)",
     500: "internal: an unexpected error (the server's log has it, under the request id)",
     502: "extraction_failed: the extractor's LLM failed (infer=true)",
-    503: "engine_unavailable: the search engine is down, slow or its indices are missing",
+    503: "engine_unavailable: the search engine is down, slow or its indices are missing "
+    "(the proxy: proxy_not_configured, no KEMEM_PROXY_UPSTREAM_URL)",
+    504: "upstream_timeout: the upstream model did not answer in time",
 }
 
 _BODY_METHODS = {"post", "put", "patch"}
@@ -83,6 +85,10 @@ ROUTE_STATUSES: dict[str, tuple[int, ...]] = {
     "updateMemory": (401, 403, 404, 409, 503),
     "deleteMemory": (401, 403, 404, 409, 422, 503),
     "getMemoryHistory": (401, 403, 404, 422, 503),
+    # the proxy: besides these, the upstream's own error statuses pass through as it sent them
+    "chatCompletions": (401, 403, 502, 503, 504),
+    "responses": (401, 403, 502, 503, 504),
+    "proxyUsage": (401, 403, 422),
 }
 # A route not listed above (added later): the statuses a scoped engine route can answer.
 DEFAULT_STATUSES = (401, 403, 404, 409, 422, 503)
@@ -135,10 +141,11 @@ def describe_errors(schema: dict[str, Any]) -> dict[str, Any]:
         for method, op in ops.items():
             responses = op.setdefault("responses", {})
             for status in _statuses(op.get("operationId", ""), method, path):
-                if str(status) in responses and status != 422:
+                own = responses.get(str(status))
+                if own and "content" in own and status != 422:
                     continue  # the route documents it itself (readyz's 503)
                 responses[str(status)] = {
-                    "description": STATUS_TEXT[status],
+                    "description": (own or {}).get("description") or STATUS_TEXT[status],
                     "content": {"application/json": {"schema": ref}},
                 }
     components["securitySchemes"] = {
