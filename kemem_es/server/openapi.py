@@ -124,6 +124,59 @@ def _statuses(op_id: str, method: str, path: str) -> list[int]:
     return sorted(found)
 
 
+def _refs(node: Any) -> set[str]:
+    """The component schemas ``node`` refers to, directly."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            ref = item.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+                found.add(ref.rsplit("/", 1)[1])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _closure(names: set[str], schemas: dict[str, Any]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in schemas:
+            continue
+        seen.add(name)
+        todo.extend(_refs(schemas[name]))
+    return seen
+
+
+def answers_always_have_their_defaults(schema: dict[str, Any]) -> None:
+    """In the schemas only answers use, a property that cannot be null is required: the
+    server always sends it (an answer drops only null fields), and a generated client should
+    not make its reader check for it. Request schemas keep such fields
+    optional (the server fills the default)."""
+    schemas = schema.get("components", {}).get("schemas", {})
+    sent: set[str] = set()
+    answered: set[str] = set()
+    for ops in schema.get("paths", {}).values():
+        for op in ops.values():
+            sent |= _refs(op.get("requestBody", {})) | _refs(op.get("parameters", []))
+            answered |= _refs(op.get("responses", {}))
+    only_answers = _closure(answered, schemas) - _closure(sent, schemas)
+    for name in only_answers:
+        sub = schemas[name]
+        props = sub.get("properties", {})
+        required = list(sub.get("required", []))
+        for prop, spec in props.items():
+            nullable = spec.get("default", 0) is None or {"type": "null"} in spec.get("anyOf", [])
+            if prop not in required and not nullable:
+                required.append(prop)
+        if required:
+            sub["required"] = required
+
+
 def describe_errors(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with every operation's error statuses answering :class:`ErrorBody`
     (replacing FastAPI's ``{detail: [...]}`` 422, which this server never sends), the bearer
@@ -156,6 +209,7 @@ def describe_errors(schema: dict[str, Any]) -> dict[str, Any]:
         }
     }
     schema["security"] = [{"bearer": []}, {}]
+    answers_always_have_their_defaults(schema)
     return schema
 
 
