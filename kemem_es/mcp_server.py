@@ -1,6 +1,6 @@
 """An MCP server (Model Context Protocol, the official ``mcp`` SDK, extra ``kemem-es[mcp]``):
-tools ``remember``, ``recall``, ``forget``, ``list_memories`` (and ``context`` when the
-library has it) over one :class:`AsyncKemem`.
+tools ``remember``, ``recall``, ``context``, ``forget``, ``list_memories`` over one
+:class:`AsyncKemem`.
 
 Two ways in:
 
@@ -159,6 +159,34 @@ def build_mcp(
         out: dict[str, Any] = {"prompt": prompt, "items": [_item(h) for h in resp.results]}
         if resp.additional_info.degraded:
             out["degraded"] = hide(resp.additional_info.degraded_reason or "degraded")
+        return out
+
+    @server.tool()
+    async def context(
+        message: Annotated[str, Field(min_length=1, max_length=4_000, description="the message")],
+        ctx: Context,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        session_id: Annotated[str | None, Field(max_length=512)] = None,
+        max_tokens: Annotated[int | None, Field(ge=1, le=100_000)] = None,
+    ) -> dict[str, Any]:
+        """The memory context of a chat turn within a token budget: the session's recent
+        turns and summary, the overview timeline and the recalled details, as one prompt
+        ``text`` (put it in the model's context as it is) with its token counts."""
+        scope = scope_of(ctx)
+        try:
+            result = await kemem().context(
+                message,
+                user_id=scope.user_of(user_id),
+                agent_id=scope.agent(agent_id),
+                session_id=session_id,
+                max_tokens=max_tokens,
+            )
+        except KememError as exc:
+            raise failed(exc) from None
+        out: dict[str, Any] = {"text": result.text, "tokens": result.tokens.model_dump()}
+        if result.degraded:
+            out["degraded"] = hide(result.degraded)
         return out
 
     @server.tool()

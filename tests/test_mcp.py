@@ -20,7 +20,7 @@ from support import cli_env, serve_process  # noqa: E402
 
 from kemem_es import Kemem  # noqa: E402
 
-TOOLS = {"remember", "recall", "forget", "list_memories"}
+TOOLS = {"remember", "recall", "context", "forget", "list_memories"}
 KEYS = {"key-a": ["agent_a"], "key-b": ["agent_b"]}
 
 
@@ -119,6 +119,8 @@ def test_mcp_over_stdio_serves_its_configured_user_and_agent(kemem: Kemem) -> No
             mid = stored["results"][0]["id"]
             got = _json(await c.call_tool("recall", {"query": "西湖划船", "threshold": 0.0}))
             assert [i["id"] for i in got["items"]][:1] == [mid]
+            ctx = _json(await c.call_tool("context", {"message": "西湖好玩吗", "max_tokens": 500}))
+            assert "西湖" in ctx["text"] and 0 < ctx["tokens"]["total"] <= 500
             assert "user_id" in _error(
                 await c.call_tool("recall", {"query": "西湖", "user_id": "u2"})
             )

@@ -101,7 +101,8 @@ def mcp(
         None, "--agent", help="the one agent its tools serve (default: KEMEM_DEFAULT_AGENT_ID)"
     ),
 ) -> None:
-    """An MCP server on stdin/stdout (tools remember, recall, forget, list_memories), for an
+    """An MCP server on stdin/stdout (tools remember, recall, context, forget,
+    list_memories), for an
     agent that starts it; `kemem-es serve` has the same tools over HTTP at /mcp."""
     try:
         from kemem_es.mcp_server import run_stdio
