@@ -12,12 +12,16 @@ client: the numbers are per-request latency, not throughput.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -26,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from proxy_stub import serve_upstream  # noqa: E402
-from support import cli_env, drop_prefix, serve_process  # noqa: E402
+from support import cli_env, drop_prefix, free_port  # noqa: E402
 
 from kemem_es import Kemem  # noqa: E402
 from kemem_es.config import get_settings  # noqa: E402
@@ -60,6 +64,29 @@ def timed(client: httpx.Client, url: str, body: dict, headers: dict) -> float:
     return elapsed
 
 
+@contextlib.contextmanager
+def serve(env: dict[str, str]) -> Iterator[str]:
+    """``kemem-es serve`` with its log in a file (a pipe nobody reads would fill and stall it
+    after a few hundred request lines)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port),
+           "--log-level", "warning"]  # fmt: skip
+    with tempfile.TemporaryFile() as logfile:
+        proc = subprocess.Popen(cmd, env=env, stdout=logfile, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(600):
+                try:
+                    if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200)
@@ -76,7 +103,7 @@ def main() -> None:
     try:
         with serve_upstream() as up:
             env = cli_env(km, KEMEM_PROXY_UPSTREAM_URL=up.url, KEMEM_DEFAULT_AGENT_ID="agent_a")
-            with serve_process(env, up_within_s=300) as url, httpx.Client(timeout=60) as c:
+            with serve(env) as url, httpx.Client(timeout=60) as c:
                 scope = {"X-Kemem-User-Id": "u1", "X-Kemem-Session-Id": "bench"}
                 for i in range(args.warmup + args.requests):
                     msgs = [{"role": "system", "content": "你是小狸。"},

@@ -285,3 +285,17 @@ def test_the_official_openai_npm_package_through_the_proxy(proxy: str, up: Upstr
     assert result["plain"] == "".join(ANSWER) and result["streamed"] == "".join(ANSWER)
     assert result["chunks"] >= 3 and result["memory_info"]["injected"]
     assert sum("豆包" in _system(r) for r in up.requests) == 2
+
+
+def test_memory_fields_are_validated_like_the_api(proxy: str, up: Upstream) -> None:
+    auth = {"Authorization": "Bearer key-a", "X-Kemem-User-Id": "u1"}
+    base = {"model": "m", "messages": [{"role": "user", "content": "在吗"}]}
+    for extra, field in (
+        ({"memory_config": {"memory_depth": 0}}, "memory_config.memory_depth"),
+        ({"memory_config": {"nope": 1}}, "memory_config.nope"),
+        ({"memory_context": {"user_id": ""}}, "memory_context.user_id"),
+    ):
+        r = httpx.post(f"{proxy}/v1/chat/completions", headers=auth, json={**base, **extra})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["field"] == field
+    assert up.requests == []

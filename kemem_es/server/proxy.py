@@ -203,16 +203,19 @@ class Turn:
 
 def _scope(request: Request, body: dict[str, Any], access: Access) -> Turn:
     config = _parse(MemoryConfig, body.pop("memory_config", None), "memory_config")
-    ctx = _parse(MemoryContext, body.pop("memory_context", None), "memory_context")
-    headers = request.headers
-    user = ctx.user_id or headers.get("x-kemem-user-id") or None
-    agent = (
-        ctx.agent_id
-        or headers.get("x-kemem-agent-id")
-        or request.app.state.kemem.settings.default_agent_id
-    )
+    given = body.pop("memory_context", None)
+    scope = dict(given) if isinstance(given, dict) else given
+    if isinstance(scope, dict) or scope is None:  # the headers fill what the body leaves out
+        scope = scope or {}
+        for name in ("user_id", "agent_id", "session_id"):
+            header = request.headers.get(f"x-kemem-{name.replace('_', '-')}")
+            if scope.get(name) is None and header:
+                scope[name] = header
+    ctx = _parse(MemoryContext, scope, "memory_context")
+    user = ctx.user_id
+    agent = ctx.agent_id or request.app.state.kemem.settings.default_agent_id
     access.check(agent)  # 403 before anything is recalled, stored or forwarded
-    session = ctx.session_id or headers.get("x-kemem-session-id") or DEFAULT_SESSION
+    session = ctx.session_id or DEFAULT_SESSION
     enabled = config.enable_memory and user is not None
     info = MemoryInfo(enabled=enabled, user_id=user, agent_id=agent, session_id=session)
     if config.enable_memory and user is None:
