@@ -11,11 +11,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
+from kemem_es.contract.context import Appended, ContextResult, DialogueTurn, SessionInfo
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.contract.options import QueryOptions, SearchOptions
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
@@ -25,6 +26,7 @@ from kemem_es.engine.errors import deadline
 from kemem_es.errors import (
     Closed,
     EngineUnavailable,
+    ExtractorNotConfigured,
     InvalidInput,
     activity,
     guarded,
@@ -57,6 +59,7 @@ from kemem_es.store.users import Users
 if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
     from kemem_es.expand import Expander
     from kemem_es.search.searcher import Searcher
+    from kemem_es.session import Sessions, Summarizer, TokenCounter
     from kemem_es.store.bulk import TextEmbedder
     from kemem_es.store.consistency import HistoryRepair
     from kemem_es.store.stats import MemoryStats
@@ -150,6 +153,8 @@ class Kemem:
         self._checked: set[tuple[str, str]] = set()
         self._closed = False
         self.hooks = Hooks()
+        # The running session summary's LLM; None: the extractor's endpoint when it has one.
+        self.summarizer: Summarizer | None = None
 
     def _open(self) -> None:
         """Every verb starts here: after ``close()`` the background writers are stopped, so a
@@ -325,6 +330,8 @@ class Kemem:
         ``Closed`` afterwards (closing again is harmless)."""
         self._closed = True
         try:
+            if "sessions" in self.__dict__:
+                self.sessions.manager.worker.close(extraction_timeout_s)
             if "writes" in self.__dict__:
                 self.writes.close(extraction_timeout_s)
         finally:
@@ -506,6 +513,8 @@ class Kemem:
         reinforcement. Past ``timeout_s``: ``ExtractionPending``, and the jobs stay pending."""
         self._open()
         try:
+            if "sessions" in self.__dict__:
+                offload(self.sessions.manager.worker.drain, timeout_s)
             return offload(self.writes.drain, timeout_s)
         finally:
             self.flush()
@@ -532,6 +541,7 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
         session_id: str | None = None,
+        degrade: bool | None = None,
         **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
@@ -556,6 +566,7 @@ class Kemem:
             agent_id=self._scope(agent_id, user_id, "user").agent_id,
             limit=limit,
             filters=with_session(filters, session_id),
+            degrade=degrade,
             **options,
         )
 
@@ -574,6 +585,8 @@ class Kemem:
         dedup: bool = True,
         user_name: str | None = None,
         agent_name: str | None = None,
+        scene_change: bool = False,
+        dialogue: bool = True,
     ) -> list[AddResult]:
         """Remember ``data``: a text, chat messages (``[{"role", "content"}, ...]``, stored as
         one event of the turns joined), or a record (dict / EventRecord / EntityRecord).
@@ -584,10 +597,20 @@ class Kemem:
         ``infer=True``: the extractor turns the messages into entity and event records first
         (all validated before any is written); ``infer="background"`` stores the raw turn now,
         returns it, and extracts afterwards (``km.drain()`` waits; failures are logged and
-        kept in ``km.extraction_errors``)."""
+        kept in ``km.extraction_errors``).
+
+        With a ``session_id``, text and chat messages are the session's dialogue
+        (docs/sessions.md): they are appended to it, and every ``KEMEM_SESSION_BATCH_TURNS``
+        turns (once the window holds ``KEMEM_SESSION_TRIGGER_TURNS``; ``scene_change=True``:
+        all of them) are extracted in the background; the result lists what this call stored
+        as memories (with ``infer=True`` the batches it handed over are extracted before it
+        returns). A record with a ``session_id`` is stored as a memory, as before; so is text
+        with ``dialogue=False`` (one memory tagged with the session)."""
         self._open()
         scope = self._scope(agent_id, user_id, db)
         names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
+        if session_id is not None and dialogue and not _is_record(data):
+            return self._append(data, scope, session_id, names, scene_change, infer is True)[1]
         for k in KINDS if infer else (kind,):
             self._ready(k, db)
         return self.writes.add(
@@ -674,7 +697,13 @@ class Kemem:
         ``forget=True`` also strips that scope's history of its texts. Returns the count."""
         self._open()
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
+        n = self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
+        if db == "user" and filters is None and kind is None:  # the scope's sessions go too
+            if session_id is None:
+                self.sessions.delete_scope(scope, forget)
+            else:
+                self.sessions.delete(scope, session_id, forget)
+        return n
 
     def count(
         self,
@@ -734,6 +763,126 @@ class Kemem:
         with activity("reading statistics"):
             return memory_stats(self.engine, agents)
 
+    # -- conversation sessions (docs/sessions.md) ------------------------------------------
+    @lazy
+    def token_counter(self) -> TokenCounter:
+        """What counts ``context()`` tokens (KEMEM_SESSION_TOKENIZER, else the model's)."""
+        from kemem_es.session import token_counter
+
+        return token_counter(self.settings.session_tokenizer, self.settings.model_dir)
+
+    def _summarizer(self) -> Summarizer | None:
+        from kemem_es.session.summary import summarizer_for
+
+        if self.summarizer is not None:
+            return self.summarizer
+        try:
+            return summarizer_for(self.extractor)
+        except ExtractorNotConfigured:
+            return None
+
+    @lazy
+    def sessions(self) -> Sessions:
+        from kemem_es.session import SessionManager, Sessions
+        from kemem_es.store.sessions import SessionStore
+
+        s = self.settings
+        manager = SessionManager(
+            SessionStore(self.engine), s.session, lambda: self.extractor, self._summarizer,
+            self.writes, lambda: self.token_counter,
+        )  # fmt: skip
+        return Sessions(manager, self.query, lambda: self.token_counter, s.session, s.index_prefix)
+
+    def _append(
+        self, data: AddInput, scope: Scope, session_id: str, names: Mapping[str, str],
+        scene_change: bool = False, wait: bool = False,
+    ) -> tuple[Appended, list[AddResult]]:  # fmt: skip
+        """``add`` with a session: what was appended, and the memories stored now."""
+        for k in KINDS:
+            self._ready(k, scope.db)
+        out = self.sessions.add(scope, session_id, data, names, scene_change, wait)
+        self.writes.on_active(scope)
+        return out
+
+    def context(
+        self,
+        message: str,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        limit: int | None = None,
+        score_threshold: float | None = None,
+        now: datetime | str | None = None,
+        user_name: str | None = None,
+        agent_name: str | None = None,
+        **options: Any,
+    ) -> ContextResult:
+        """The memory context of one chat turn in three parts — the session's dialogue (recent
+        turns verbatim, the running summary), the overview timeline (前情提要) and the recalled
+        details (entities by tier, then events) — with nothing in two parts, rendered as the
+        prompt text and fitted to ``max_tokens`` (default KEMEM_SESSION_MAX_TOKENS) by the
+        configured tokenizer. Other options go to the recall (see QueryParams)."""
+        self._open()
+        scope = self._scope(agent_id, user_id, "user")
+        try:
+            when = _NOW.validate_python(now) or datetime.now().astimezone()
+        except ValidationError as exc:
+            raise InvalidInput(f"now: {exc.errors()[0]['msg']}", field="now") from None
+        given = (("limit", limit), ("score_threshold", score_threshold))
+        opts = {k: v for k, v in given if v is not None} | options
+        return self.sessions.context(
+            scope, message, session_id=session_id, max_tokens=max_tokens, user_name=user_name,
+            agent_name=agent_name, now=when, options=opts,
+        )  # fmt: skip
+
+    def end_session(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None
+    ) -> Appended:
+        """The session ended (or the scene changed): its whole window goes to extraction."""
+        self._open()
+        return self.sessions.end(self._scope(agent_id, user_id, "user"), session_id)
+
+    def session_messages(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None, limit: int = 1000
+    ) -> list[DialogueTurn]:
+        """A session's messages, in order."""
+        self._open()
+        return self.sessions.messages(self._scope(agent_id, user_id, "user"), session_id, limit)
+
+    def session_message(
+        self, session_id: str, seq: int, *, user_id: str, agent_id: str | None = None
+    ) -> DialogueTurn:
+        """One message of a session by its sequence number (NotFound otherwise)."""
+        self._open()
+        return self.sessions.message(self._scope(agent_id, user_id, "user"), session_id, seq)
+
+    def list_sessions(
+        self, *, user_id: str, agent_id: str | None = None, limit: int = 100
+    ) -> list[SessionInfo]:
+        """A user's sessions, most recently active first."""
+        self._open()
+        return self.sessions.sessions(self._scope(agent_id, user_id, "user"), limit)
+
+    def delete_session(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None, forget: bool = False
+    ) -> int:
+        """Delete a session's messages (recorded in history; ``forget``: without text).
+        Its extracted memories stay (``delete_all(session_id=…)`` removes those too)."""
+        self._open()
+        return self.sessions.delete(self._scope(agent_id, user_id, "user"), session_id, forget)
+
+    def resume_sessions(self) -> int:
+        """Start the batches a previous process left unextracted (their lease passed)."""
+        self._open()
+        return self.sessions.manager.resume()
+
+
+def _is_record(data: object) -> bool:
+    """A record (stored as a memory) rather than dialogue (text or chat messages)."""
+    return isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data)
+
 
 # Every failure of a public verb is a KememError (errors.guarded): the net under the specific
 # checks, for what they did not foresee. A new public verb is added here.
@@ -741,6 +890,8 @@ GUARDED_VERBS = (
     "readiness", "warm_up", "query", "flush", "cleanup", "query_simple", "prompt", "init",
     "index_file", "index_records", "index_demo", "drain", "search", "add", "get", "get_all",
     "update", "delete", "delete_all", "count", "history", "stats", "repair_history",
+    "context", "end_session", "session_messages", "session_message", "list_sessions",
+    "delete_session", "resume_sessions",
 )  # fmt: skip
 for _verb in GUARDED_VERBS:
     setattr(Kemem, _verb, guarded(getattr(Kemem, _verb)))

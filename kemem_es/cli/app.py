@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from kemem_es.cli import data, engine, memory, query, serve, text
+from kemem_es.cli import context, data, engine, memory, query, serve, text
 from kemem_es.cli.common import EXIT_INVALID, error
 
 app = typer.Typer(
@@ -36,7 +36,7 @@ def _options(
     """Memory retrieval for Chinese companion chat on Elasticsearch / OpenSearch."""
 
 
-for module in (engine, data, memory, query, text, serve):
+for module in (engine, data, memory, query, context, text, serve):
     module.register(app)
 
 

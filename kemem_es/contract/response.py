@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
@@ -17,6 +18,25 @@ STAGES = (
     "assemble",
     "total",
 )
+
+
+ISO_TWIN = (
+    "{} as an instant: ISO 8601 with its offset (the contract's field shows the wall clock "
+    "only); a time stored without an offset is read as UTC, as the engine orders it"
+)
+
+
+def iso_instant(value: object) -> str | None:
+    """A stored time in ISO 8601 with an offset (``Z`` read for none), None when missing or
+    unreadable: the twin of the contract's wall-clock fields."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t.isoformat(timespec="microseconds" if t.microsecond else "seconds")
 
 
 class Signals(BaseModel):
@@ -56,6 +76,8 @@ class EventHit(BaseModel):
     keyword: list[str] = Field(default_factory=list)
     log: str = ""
     signals: Signals | None = None
+    created_at_iso: str | None = Field(None, description=ISO_TWIN.format("created_at"))
+    updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
     # created_at / updatetime as stored (ISO 8601, their offset kept). The contract's fields
     # show the wall clock only; the prompt needs the offset to compare an event with ``now``
     # as instants (kemem_es/prompt.py). Not part of the contract: never serialised, so a hit
@@ -89,6 +111,7 @@ class EntityHit(BaseModel):
     keyword: str = ""
     tier: int = 0
     log: str = ""
+    updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
 
 
 class AdditionalInfo(BaseModel):

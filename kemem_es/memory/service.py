@@ -114,10 +114,12 @@ class MemoryService:
         kind: MemoryKind = "events",
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Record data for ``add``'s input, in the call's scope (before hooks and validation)."""
+        """Record data for ``add``'s input, in the call's scope (before hooks and validation);
+        ``names`` label the speakers of chat messages."""
         now = datetime.now().astimezone()
-        return to_record_data(data, kind, scope, session_id, metadata, now)
+        return to_record_data(data, kind, scope, session_id, metadata, now, names)
 
     def add_records(
         self,

@@ -25,7 +25,7 @@ from kemem_es.errors import (
     WriteInterrupted,
 )
 from kemem_es.ingest.reader import line_no
-from kemem_es.memory.extract import Extractor
+from kemem_es.memory.extract import Extraction, Extractor
 from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.extract.prompt import render_dialogue
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
@@ -142,7 +142,8 @@ class WritePaths:
         ``user_name``/``agent_name`` are kept on every memory that does not name its own."""
         prepared = []
         for kind, data in items:
-            record = {**names, **self.memories.prepare(data, scope, kind, session_id, metadata)}
+            prep = self.memories.prepare(data, scope, kind, session_id, metadata, names)
+            record = {**names, **prep}
             if self.hooks.before_write:
                 ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
                 (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
@@ -170,6 +171,18 @@ class WritePaths:
             ) from exc
         if refresh and not each and out:
             self.memories.crud.refresh(scope, {kind for kind, _, _ in prepared})
+        return out
+
+    def write_extracted(
+        self, extraction: Extraction, scope: Scope, session_id: str, names: Mapping[str, str]
+    ) -> list[AddResult]:
+        """A session batch's extracted records through this same path (hooks, validation of
+        all before any is written, dedup, history); the session's names on every record."""
+        items: list[tuple[MemoryKind, AddInput]] = [
+            (kind, {**rec, **names}) for kind, rec in extraction.items()
+        ]
+        out = self._write(items, scope, session_id, None, False, True, dict(names), True)
+        self.on_active(scope)
         return out
 
     @staticmethod

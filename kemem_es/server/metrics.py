@@ -62,6 +62,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._proxy_tokens = prom.Counter(
+            "kemem_proxy_tokens",
+            "the proxy's tokens by agent, user and kind: prompt and completion (the upstream's "
+            "usage), memory (the injected memory text)",
+            ["agent", "user", "kind"],
+            registry=self.registry,
+        )
+        self._proxy_requests = prom.Counter(
+            "kemem_proxy_requests",
+            "requests the proxy answered from its upstream, by agent and user",
+            ["agent", "user"],
+            registry=self.registry,
+        )
+
     @property
     def enabled(self) -> bool:
         return self.registry is not None
@@ -79,6 +93,12 @@ class Metrics:
     def degraded(self) -> None:
         if self.enabled:
             self._degraded.inc()
+
+    def proxy_usage(self, agent: str, user: str, prompt: int, completion: int, memory: int) -> None:
+        if self.enabled:
+            self._proxy_requests.labels(agent, user).inc()
+            for kind, n in (("prompt", prompt), ("completion", completion), ("memory", memory)):
+                self._proxy_tokens.labels(agent, user, kind).inc(max(n, 0))
 
     def overloaded(self) -> None:
         if self.enabled:

@@ -338,7 +338,9 @@ def test_words_said_again_keep_what_the_memory_gathered(kemem) -> None:
     """The first words of a memory said again after a merge fold in like a dedup UPDATE:
     created_at, metadata and session survive; said again unchanged, they are a NOOP."""
     kemem.init()
-    first = kemem.add("木木喜欢吃螺蛳粉", **A, metadata={"mood": "happy"}, session_id="s1")[0]
+    first = kemem.add(
+        "木木喜欢吃螺蛳粉", **A, metadata={"mood": "happy"}, session_id="s1", dialogue=False
+    )[0]
     merged = kemem.add("木木特别喜欢吃螺蛳粉", **A, metadata={"x": 1})[0]
     assert (merged.event, merged.id) == ("UPDATE", first.id)
     again = kemem.add("木木喜欢吃螺蛳粉", **A)[0]
@@ -348,7 +350,7 @@ def test_words_said_again_keep_what_the_memory_gathered(kemem) -> None:
     assert (m.metadata, m.session_id) == ({"mood": "happy", "x": 1}, "s1")
     assert m.created_at == first.memory.created_at
     assert kemem.add("木木喜欢吃螺蛳粉", **A)[0].event == "NOOP"
-    assert kemem.add("木木喜欢吃螺蛳粉", **A, session_id="s1")[0].event == "NOOP"
+    assert kemem.add("木木喜欢吃螺蛳粉", **A, session_id="s1", dialogue=False)[0].event == "NOOP"
     assert kemem.history(first.id, **A)[1].matched_id == first.id  # the dedup merge names it
 
 

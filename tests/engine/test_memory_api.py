@@ -34,9 +34,11 @@ def test_add_text_and_messages_then_get(kemem) -> None:
         {"role": "user", "content": "我今天去看了牙医"},
         {"role": "assistant", "content": "疼不疼？"},
     ]
-    (m,) = kemem.add(msgs, **A, session_id="s1", metadata={"mood": "ok"}, refresh=True)
+    (m,) = kemem.add(
+        msgs, **A, session_id="s1", metadata={"mood": "ok"}, refresh=True, dialogue=False
+    )
     stored = kemem.get(m.id, **A)
-    assert stored.text == "我今天去看了牙医\n疼不疼？"
+    assert stored.text == "用户：我今天去看了牙医\nAI：疼不疼？"  # each turn names its speaker
     assert stored.session_id == "s1" and stored.metadata == {"mood": "ok"}
 
     # The same text again is a no-op, recorded as such.
@@ -346,8 +348,8 @@ def test_official_database_crud(kemem) -> None:
 def test_session_id_narrows_get_all_search_count_and_delete_all(kemem) -> None:
     """docs/SPEC.md §7 lists session_id on these verbs: the same as the filter on session_id."""
     kemem.init()
-    kemem.add("木木周末去爬山了", **A, session_id="s1", refresh=True)
-    kemem.add("木木周末去看海了", **A, session_id="s2", refresh=True)
+    kemem.add("木木周末去爬山了", **A, session_id="s1", refresh=True, dialogue=False)
+    kemem.add("木木周末去看海了", **A, session_id="s2", refresh=True, dialogue=False)
     assert [m.text for m in kemem.get_all(**A, session_id="s1").results] == ["木木周末去爬山了"]
     assert kemem.count(**A, session_id="s2") == 1
     assert kemem.count(**A, session_id="s1", filters={"place": {"exists": True}}) == 0

@@ -143,11 +143,12 @@ def test_health_ready_and_request_id(kemem: Kemem) -> None:
 EVENT_TYPES = {
     "id": int, "score": float, "index": str, "db": str, "description": str, "deepinsight": str,
     "updatetime": str, "created_at": str, "place": str, "scene": str, "keyword": list, "log": str,
+    "created_at_iso": str, "updatetime_iso": str,  # the wall clocks' ISO 8601 twins
 }  # fmt: skip
 ENTITY_TYPES = {
     "id": int, "kind": str, "score": float, "index": dict, "db": str, "entity_name": str,
     "entity_type": str, "description": str, "updatetime": str, "matched_keywords": list,
-    "keyword": str, "tier": int, "log": str,
+    "keyword": str, "tier": int, "log": str, "updatetime_iso": str,
 }  # fmt: skip
 INFO_TYPES = {
     "检索耗时": dict, "query": str, "分词": list, "给联想的基词": list, "扩展后联想词": list,
@@ -246,7 +247,7 @@ def test_query_input_errors_name_the_field(seeded: Kemem) -> None:
 @pytest.mark.engine
 def test_memories_crud_history_and_paging(seeded: Kemem) -> None:
     c = client(seeded)
-    add = {"text": "木木明天去看牙医", **A, "refresh": True, "session_id": "s1"}
+    add = {"text": "木木明天去看牙医", **A, "refresh": True, "session_id": "s1", "dialogue": False}
     r = c.post("/v1/memories", json={**add, "metadata": {"mood": "紧张"}})
     assert r.status_code == 200, r.text
     (res,) = r.json()["results"]
@@ -254,7 +255,7 @@ def test_memories_crud_history_and_paging(seeded: Kemem) -> None:
     mid = res["id"]
     msgs = [{"role": "user", "content": "我今天去爬山了"}, {"role": "assistant", "content": "累吗"}]
     r = c.post("/v1/memories", json={"messages": msgs, **A, "refresh": True})
-    assert r.json()["results"][0]["memory"]["text"] == "我今天去爬山了\n累吗"
+    assert r.json()["results"][0]["memory"]["text"] == "用户：我今天去爬山了\nAI：累吗"
     cat = {**ENTITY, "entity_name": "团子", "description": "团子是木木的猫"}
     r = c.post("/v1/memories", json={"record": cat, "kind": "entities", **A, "refresh": True})
     assert r.json()["results"][0]["memory"]["kind"] == "entities"

@@ -330,6 +330,20 @@ class OpenAIExtractor:
         answer = self._post(body, started + self.timeout_s)
         return self._done(answer, started, _count(messages), now)
 
+    def complete(self, system: str, user: str) -> str:
+        """One plain chat completion (no JSON mode), bounded like ``extract``: the session
+        summary (kemem_es/session/summary.py) uses the same endpoint and client."""
+        started = time.monotonic()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": 0,
+        }
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        text, _ = answer_text(self._post(body, started + self.timeout_s))
+        return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
+
     # -- async ----------------------------------------------------------------------------------
     async def _apost(self, client: httpx.AsyncClient, body: dict[str, Any], deadline: float) -> Any:
         error: ExtractionError | None = None
