@@ -96,7 +96,31 @@ class Settings(BaseSettings):
     model_variant: Literal["int8", "fp32"] = "int8"
     embed_threads: int = Field(default=0, ge=0, description="0 lets onnxruntime decide")
     embed_batch: int = Field(default=64, ge=1)
-    embed_max_length: int = Field(default=256, ge=8, le=512)
+    embed_max_length: int = Field(default=256, ge=8, le=8192)
+    # Bring your own embedder (docs/embedders.md): how a local ONNX model's states become one
+    # vector, what it is told about a text's role, or a remote OpenAI-compatible service.
+    embed_pooling: Literal["mean", "cls", "last"] = Field(
+        default="mean", description="mean over tokens, the first ([CLS]) or the last token"
+    )
+    embed_normalize: bool = Field(default=True, description="L2-normalise every vector")
+    embed_query_prefix: str = Field(
+        default="", description="put before a query (e5: 'query: ', Qwen3: an instruction)"
+    )
+    embed_document_prefix: str = Field(
+        default="", description="put before a memory's text (e5: 'passage: ')"
+    )
+    embed_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible embeddings service (…/v1): used instead of ONNX",
+    )
+    embed_model: str | None = Field(default=None, description="the model name sent to embed_url")
+    embed_api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
+    embed_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="one embedding call, retries included"
+    )
+    embed_dim: int | None = Field(
+        default=None, ge=1, le=16_384, description="the remote model's dimension (else probed)"
+    )
 
     # Text pipeline: extra jieba words, another lexicon / IDF table, operator overrides.
     user_dict: Path | None = Field(default=None, description="extra jieba user dictionary")
@@ -164,7 +188,7 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
-    @field_validator("llm_api_key")
+    @field_validator("llm_api_key", "embed_api_key")
     @classmethod
     def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
         """The key goes into an HTTP header: anything but printable ASCII would fail every
@@ -173,7 +197,7 @@ class Settings(BaseSettings):
             raise ValueError(NOT_A_HEADER_TOKEN)  # never the key itself
         return key
 
-    @field_validator("es_url")
+    @field_validator("es_url", "embed_url")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
         """A URL the clients can use: no stray space (it passed the pattern, then failed deep in

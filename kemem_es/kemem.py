@@ -34,6 +34,7 @@ from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.embedding import record as record_calibration
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind
 from kemem_es.store.names import ScopeNames
@@ -384,9 +385,30 @@ class Kemem:
     def init(self, recreate: bool = False) -> list[InitResult]:
         """Install index templates and indices (idempotent; safe to run concurrently)."""
         self._open()
-        results = install(self.engine, self.embedder.dim, recreate=recreate)
+        cal = self.calibration
+        results = install(self.engine, self.embedder.dim, recreate=recreate, embedding=cal)
+        if cal is not None:
+            record_calibration(self.engine, cal)  # indices made before calibration existed
         self._checked.clear()
         return results
+
+    @lazy
+    def calibration(self) -> dict[str, Any] | None:
+        """The configured model's vector scale (embed.calibrate), measured once per process;
+        None for a caller's own embedder object (the reference constants apply)."""
+        from kemem_es.embed.calibrate import for_embedder
+
+        return for_embedder(self.embedder)
+
+    def calibrate(self) -> dict[str, Any] | None:
+        """Measure the model's calibration and store it with the prefix's indices (those that
+        have none); refused when they hold another model's vectors."""
+        self._open()
+        cal = self.calibration
+        if cal is not None:
+            with engine_errors("storing the calibration"):
+                record_calibration(self.engine, cal)
+        return cal
 
     # -- bulk writes ----------------------------------------------------------------------
     @lazy
@@ -398,7 +420,14 @@ class Kemem:
         """The target index exists and has our template version (checked once per instance)."""
         if (kind, db) not in self._checked:
             kind = checked_kind(kind)  # every write passes here; a kind names an index
-            ensure_compatible(self.engine, self.embedder.dim, db, kind)
+            ensure_compatible(
+                self.engine,
+                self.embedder.dim,
+                db,
+                kind,
+                embedding=lambda: self.calibration,
+                model=self.embedder.name,
+            )
             self._checked.add((kind, db))
 
     def index_file(

@@ -218,14 +218,20 @@ class QueryText:
         utterance's sentences when it has several (blended with the window the same way)."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
-        parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
         if not turns or params.utterance_weight >= 1.0:
-            vec = self.embedder.embed_one(utterance).astype(float)
-            return _rounded(vec), False, [_rounded(p) for p in parts]
+            # one model call for the utterance and its sentences
+            u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
+            return _rounded(u), False, [_rounded(p) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
-        u, d = self.embedder.embed([utterance, window]).astype(float)
+        u, d, *parts = self.embed_queries([utterance, window, *pieces]).astype(float)
         w = params.utterance_weight
         return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query-side texts in one call, with the model's query prefix when it has one
+        (``embed_queries``; a caller's own embedder without it: ``embed``)."""
+        embed = getattr(self.embedder, "embed_queries", None) or self.embedder.embed
+        return np.asarray(embed(list(texts)))
 
     def length(self, text: str) -> int:
         """A text's share of the model's input: its tokens (English words take one to four

@@ -12,6 +12,7 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
+from kemem_es.embed.calibrate import apply as apply_calibration
 from kemem_es.engine.bridge import offload
 from kemem_es.engine.client import Engine, Search, raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
@@ -35,6 +36,8 @@ from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
+from kemem_es.store.embedding import refuse_other_model
+from kemem_es.store.embedding import stored as stored_calibration
 from kemem_es.store.layout import DATABASES, index_alias
 from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import Scope
@@ -91,6 +94,22 @@ class Searcher:
         # (alias, agent, user, filters) → (when, in scope, on shard); a tuple, not a joined
         # string: ids may hold any separator ("a|b" + "c" and "a" + "b|c" shared one entry)
         self._counts: dict[tuple[str, str, str | None, str], tuple[float, int, int]] = {}
+        self._calibration: dict[str, Any] | None = None
+
+    def calibration(self) -> dict[str, Any]:
+        """The vector scale queries are scored on (embed.calibrate): the one stored with the
+        indices, else the model's own, measured here; empty for a caller's own embedder on
+        indices without one (the reference constants). Read once. Indices written by another
+        model are refused (store.embedding), never scored on this model's scale."""
+        if self._calibration is None:
+            from kemem_es.embed.calibrate import for_embedder
+
+            model = self.text.embedder.name
+            found = stored_calibration(self.engine)
+            prefix = self.engine.settings.index_prefix
+            refuse_other_model(found, model, f"the indices under prefix {prefix!r}")
+            self._calibration = found or for_embedder(self.text.embedder) or {}
+        return self._calibration
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table and the model now, not on the first query."""
@@ -322,6 +341,7 @@ class Searcher:
                 skipped="small_talk",
             )
             return QueryResponse(additional_info=info)
+        params = apply_calibration(params, self.calibration())
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
         clock.lap("embed")
