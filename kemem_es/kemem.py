@@ -217,6 +217,19 @@ class Kemem:
         with engine_errors("warming up"):
             _ = self.searcher
 
+    def prepare_context(self, context: Any, *, context_turns: int | None = None) -> bool:
+        """Embed a dialogue's earlier turns now, off the request path (after the agent's reply
+        is sent, before the user's next turn), for the query that brings them as its
+        ``context`` with ``context_vector="earlier"``: that query then embeds its utterance
+        only. ``context`` as ``query`` takes it. Returns whether anything was computed."""
+        self._open()
+        extra = {} if context_turns is None else {"context_turns": context_turns}
+        try:
+            params = QueryParams(user_id="-", agent_id="-", context=context, **extra)
+        except ValidationError as exc:
+            raise invalid_options(exc) from None
+        return self.searcher.prepare_context(params)
+
     def query(
         self,
         text: str,

@@ -120,6 +120,11 @@ class Searcher:
         with contextlib.suppress(Exception):  # a warm-up never fails the searcher
             self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
 
+    def prepare_context(self, params: QueryParams) -> bool:
+        """``QueryText.prepare_context`` for the turns ``params.context`` holds."""
+        turns = context_turns(params.context, params.context_turns)
+        return bool(offload(self.text.prepare_context, turns))
+
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
         Scope sizes are counted by the engine and cached for a minute."""
