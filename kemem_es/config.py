@@ -163,6 +163,14 @@ class Settings(BaseSettings):
     llm_json_mode: bool = Field(
         default=True, description='send response_format={"type": "json_object"}'
     )
+    # Query rewriting (QueryParams.rewrite, the "memory_rewrite" role): its own model and
+    # deadline; the endpoint and key default to the extractor's.
+    rewrite_base_url: str | None = Field(default=None, description="default: llm_base_url")
+    rewrite_model: str | None = Field(default=None, description="unset: rewriting is off")
+    rewrite_api_key: SecretStr | None = Field(default=None, description="default: llm_api_key")
+    rewrite_timeout_s: float = Field(
+        default=1.5, gt=0, le=60, description="one rewrite; past it the plain query is searched"
+    )
     extract_prompt_path: Path | None = Field(
         default=None, description="the extraction prompt; default: the shipped Chinese prompt"
     )
@@ -188,7 +196,7 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
-    @field_validator("llm_api_key", "embed_api_key")
+    @field_validator("llm_api_key", "embed_api_key", "rewrite_api_key")
     @classmethod
     def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
         """The key goes into an HTTP header: anything but printable ASCII would fail every
@@ -197,7 +205,7 @@ class Settings(BaseSettings):
             raise ValueError(NOT_A_HEADER_TOKEN)  # never the key itself
         return key
 
-    @field_validator("es_url", "embed_url")
+    @field_validator("es_url", "embed_url", "rewrite_base_url")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
         """A URL the clients can use: no stray space (it passed the pattern, then failed deep in

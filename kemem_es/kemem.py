@@ -194,9 +194,11 @@ class Kemem:
 
     @lazy
     def searcher(self) -> Searcher:
+        from kemem_es.search.rewrite import rewriter_for
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander, self.names)
+        searcher.rewriter = rewriter_for(self.settings)
         offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 

@@ -207,6 +207,11 @@ class QueryParams(BaseModel):
         4, ge=0, le=8, description="newest sentences of the utterance embedded on their own"
     )
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
+    rewrite: bool = Field(
+        False,
+        description="an LLM rewrites the utterance and recent turns into one self-contained "
+        "search text first (KEMEM_REWRITE_MODEL; a slow or failing rewriter: the plain query)",
+    )
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
     now: Time | None = None  # the records' time rule: a date string or datetime, no bare number
