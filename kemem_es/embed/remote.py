@@ -56,8 +56,13 @@ class RemoteEmbedder:
         document_prefix: str = "",
         normalize: bool = True,
     ) -> None:
-        import httpx
-
+        try:
+            import httpx
+        except ModuleNotFoundError:
+            raise EmbedderError(
+                "KEMEM_EMBED_URL talks to the service through httpx: "
+                "pip install 'kemem-es[remote-embed]'"
+            ) from None
         try:
             url = httpx.URL(base_url.strip())
             path = url.path.rstrip("/")
