@@ -6,8 +6,10 @@ utterance alone."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import pytest
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.search.query_text import QueryText
@@ -82,3 +84,25 @@ def test_earlier_window_is_prepared_off_the_request_path() -> None:
 
 def test_the_joint_window_stays_the_default() -> None:
     assert QueryParams(agent_id="a", user_id="u").context_vector == "joint"
+
+
+@pytest.mark.engine
+def test_kemem_prepare_context_then_query(kemem: Any) -> None:
+    kemem.init()
+    A = {"agent_id": "lishen", "user_id": "xiaoman"}
+    kemem.index_records(
+        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
+          "created_at": "2025-03-01 09:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    turns = [
+        {"role": "user", "content": "老板又让加班"},
+        {"role": "assistant", "content": "辛苦了"},
+    ]
+    assert kemem.prepare_context(turns) is True
+    assert kemem.prepare_context(turns) is False
+    resp = kemem.query(
+        "想吃楼下那家火锅", **A, context=turns, context_vector="earlier", score_threshold=0.0
+    )
+    assert [e.index for e in resp.memory_events] == ["e1"]
