@@ -19,10 +19,10 @@ from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, lazy, offload
-from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, invalid_options
+from kemem_es.engine.errors import activity, deadline
+from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, guarded, invalid_options
 from kemem_es.ingest.reader import read_jsonl
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
@@ -32,11 +32,12 @@ from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.strength import Reinforcer, recall_keys
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.embedding import record as record_calibration
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
-from kemem_es.store.layout import KINDS, all_aliases, checked_kind
+from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take sec
     from kemem_es.expand import Expander
     from kemem_es.search.searcher import Searcher
     from kemem_es.store.bulk import TextEmbedder
+    from kemem_es.store.consistency import HistoryRepair
     from kemem_es.store.stats import MemoryStats
     from kemem_es.text import Tokenizer
 
@@ -130,7 +132,7 @@ class Kemem:
         self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
     ) -> None:
         """``bridge``: run on the official async clients over that bridge (what AsyncKemem
-        does; see engine/bridge.py) — every verb below is then the async API's core too."""
+        does; see runtime.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
@@ -149,6 +151,7 @@ class Kemem:
 
     @lazy
     def engine(self) -> Engine:
+        quiet_client_logs()  # the clients' tracebacks and httpx's URLs (kemem_es.logs)
         return connect(self.settings, self._bridge)
 
     @lazy
@@ -205,18 +208,18 @@ class Kemem:
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
         self._open()
-        with engine_errors("checking readiness"):
+        with activity("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
             missing = [a for a in aliases if not engine.index_exists(a)]
-        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+        return {"engine": engine.dialect.name, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
-        with engine_errors("warming up"):
+        with activity("warming up"):
             _ = self.searcher
 
     def prepare_context(self, context: Any, *, context_turns: int | None = None) -> bool:
@@ -268,7 +271,8 @@ class Kemem:
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
-            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+            with deadline(self.settings.query_timeout_s), activity("searching"):
+                self._own_writes_visible(params.agent_id, params.user_id)
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
@@ -281,6 +285,17 @@ class Kemem:
         if reinforce is not False:
             self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
+
+    def _own_writes_visible(self, agent_id: str, user_id: str) -> None:
+        """Read-your-own-writes for a query (``store.fresh``: best effort, within its deadline)."""
+        from kemem_es.store import fresh
+
+        reads = [
+            (index_alias(self.settings.index_prefix, scope.db, k), scope.routing)
+            for scope in query_scopes(agent_id, user_id)
+            for k in KINDS
+        ]
+        fresh.before_read(self.engine, reads, self.engine.read_timeout)
 
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
     @lazy
@@ -421,7 +436,7 @@ class Kemem:
         self._open()
         cal = self.calibration
         if cal is not None:
-            with engine_errors("storing the calibration"):
+            with activity("storing the calibration"):
                 record_calibration(self.engine, cal)
         return cal
 
@@ -433,8 +448,8 @@ class Kemem:
 
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""
+        kind = checked_kind(kind)  # every write passes here; a kind names an index
         if (kind, db) not in self._checked:
-            kind = checked_kind(kind)  # every write passes here; a kind names an index
             ensure_compatible(
                 self.engine,
                 self.embedder.dim,
@@ -712,6 +727,24 @@ class Kemem:
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope, limit)
 
+    def repair_history(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        db: Database = "user",
+        dry_run: bool = False,
+    ) -> HistoryRepair:
+        """Find (and, unless ``dry_run``, record) what the history lacks in one agent's memories
+        (one user's, with ``user_id``): stored versions that are not their memory's newest
+        entry, deletions with no DELETE entry (see docs/consistency.md). ``kemem-es doctor``."""
+        self._open()
+        from kemem_es.store.consistency import repair_history
+
+        scope = self._scope(agent_id, user_id or ("-" if db == "user" else None), db)
+        user = scope.user_id if user_id is not None else None
+        return repair_history(self.engine, scope.db, scope.agent_id, user, dry_run)
+
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
         """Engine health and version, counts per agent / user / database / kind, the strength
         distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
@@ -719,5 +752,16 @@ class Kemem:
         self._open()
         from kemem_es.store.stats import memory_stats
 
-        with engine_errors("reading statistics"):
+        with activity("reading statistics"):
             return memory_stats(self.engine, agents)
+
+
+# Every failure of a public verb is a KememError (errors.guarded): the net under the specific
+# checks, for what they did not foresee. A new public verb is added here.
+GUARDED_VERBS = (
+    "readiness", "warm_up", "query", "flush", "cleanup", "query_simple", "prompt", "init",
+    "index_file", "index_records", "index_demo", "drain", "search", "add", "get", "get_all",
+    "update", "delete", "delete_all", "count", "history", "stats", "repair_history",
+)  # fmt: skip
+for _verb in GUARDED_VERBS:
+    setattr(Kemem, _verb, guarded(getattr(Kemem, _verb)))

@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
 from kemem_es.errors import InvalidInput, KememError, NotFound
 from kemem_es.store.validation import by_record
 
@@ -69,9 +68,6 @@ def guarded() -> Iterator[None]:
         raise typer.Exit(EXIT_NOT_FOUND) from None
     except KememError as exc:
         error(str(exc))
-        raise typer.Exit(EXIT_ERROR) from None
-    except CLIENT_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
-        error(f"search engine: {describe_client_error(exc)}")
         raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")

@@ -129,7 +129,7 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             console.print(styled("not reachable", "yellow", f": {exc}"))
             raise typer.Exit(3) from None
         health = engine.health()
-        where = f"{engine.dialect} {engine.version} at {engine.url} — "
+        where = f"{engine.dialect.name} {engine.version} at {engine.url} — "
         cluster = f"cluster {health.get('cluster_name')} "
         console.print(Text.assemble(where, cluster, (str(health.get("status")), "bold")))
         jvm = _cluster_jvm(engine)

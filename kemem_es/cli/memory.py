@@ -353,6 +353,49 @@ def cleanup(
         console.print(f"{len(reports)} users checked; {verb} {n} memories", highlight=False)
 
 
+def doctor(
+    agent: Agent,
+    user: Annotated[str | None, typer.Option("--user", help="only this user")] = None,
+    db: Db = "user",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="report what is missing, record nothing")
+    ] = False,
+    reopen: Annotated[
+        bool,
+        typer.Option(
+            "--reopen",
+            help="first close and reopen the memory indices: the way out of OpenSearch 3.5's "
+            "already_closed_exception after a scroll over them",
+        ),
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Check that the history matches the store for one agent (one user of it) and record what
+    it lacks: stored versions with no entry, deletions with no DELETE entry (reason
+    "recovered"; see docs/consistency.md). Exit 1 when a dry run finds something."""
+    with guarded():
+        if reopen:
+            from kemem_es.store.heal import reopen as reopen_indices
+
+            reopened = reopen_indices(Kemem().engine)
+            console.print(f"reopened {len(reopened)} indices", highlight=False)
+        rep = Kemem().repair_history(agent_id=agent, user_id=user, db=db, dry_run=dry_run)
+        if as_json:
+            _json({**rep.__dict__, "consistent": rep.consistent})
+        else:
+            verb = "would record" if dry_run else "recorded"
+            console.print(
+                f"{rep.memories} memories, {rep.histories} histories checked: "
+                f"{len(rep.unrecorded_versions)} unrecorded versions, "
+                f"{len(rep.unrecorded_deletions)} unrecorded deletions; "
+                f"{verb} {len(rep.unrecorded_versions) + len(rep.unrecorded_deletions)} entries",
+                highlight=False,
+            )
+        if dry_run and not rep.consistent:
+            raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
     app.command()(cleanup)
+    app.command()(doctor)

@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings
-from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import activity
 from kemem_es.errors import InvalidInput
 from kemem_es.memory.strength import parse_instant, state_id, utc_iso
 from kemem_es.store.crud import Crud, Stored
@@ -198,7 +199,7 @@ def cleanup(
     prefix = engine.settings.index_prefix
     crud = Crud(engine)
     reports: list[UserCleanup] = []
-    with engine_errors("cleaning up"):
+    with activity("cleaning up"):
         for idx in ("events", "entities"):
             engine.refresh(index_alias(prefix, "user", idx))
         for agent, user in list(_users(engine, agent_id, user_id)):

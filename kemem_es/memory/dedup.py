@@ -36,7 +36,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kemem_es.engine.client import Engine, Search, engine_errors, raise_engine_error
+from kemem_es.engine.client import Engine, Search
+from kemem_es.engine.errors import activity, raise_engine_error
 from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord, split_keywords
 from kemem_es.store.documents import TextTokenizer
 from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
@@ -142,20 +143,20 @@ def nearest(
         k = ENTITY_CANDIDATES if isinstance(record, EntityRecord) and tok is not None else 1
         # The graph's own score depends on its space (innerproduct on new OpenSearch indices,
         # cosine on older ones): the nearest is rescored as (1 + cos) / 2 explicitly.
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
+        ann = engine.dialect.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
         body = {
             "size": k,
             "query": {
                 "function_score": {
                     "query": ann,
-                    "functions": [engine.vector_function(VECTOR_FIELD, vector, 1.0)],
+                    "functions": [engine.dialect.vector_function(VECTOR_FIELD, vector, 1.0)],
                     "boost_mode": "replace",
                 }
             },
             "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
         }
         searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))
-    with engine_errors("looking for duplicates"):
+    with activity("looking for duplicates"):
         responses = engine.msearch(searches)
     out: list[Match | None] = []
     for (scope, record, _), resp in zip(items, responses, strict=True):

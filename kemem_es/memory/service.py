@@ -16,8 +16,8 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import KeyedLock, pause
-from kemem_es.engine.client import Engine, engine_errors
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import activity
 from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
@@ -34,6 +34,7 @@ from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
+from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import Crud, Stored, page_of
@@ -47,7 +48,7 @@ from kemem_es.store.documents import (
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
 from kemem_es.store.layout import history_alias, index_alias
-from kemem_es.store.scope import Scope
+from kemem_es.store.scope import Scope, checked_id
 from kemem_es.store.validation import Checked, validate_items
 
 RETRIES = 4
@@ -150,6 +151,8 @@ class MemoryService:
         except NotFound:
             stored = None
         if stored and (self._hash(stored) == h or (said_now and _said_again(c, stored))):
+            # A retry of an add whose history entry failed: recorded now (store.consistency).
+            self.crud.ensure_recorded(c.scope, stored, actor)
             self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
         if stored and said_now:
@@ -279,7 +282,7 @@ class MemoryService:
             for db in {c.scope.db for c in chunk}:
                 refs = [c.ref for c in chunk if c.scope.db == db]
                 alias = index_alias(self.crud.prefix, db, kind)
-                with engine_errors("looking up memories"):
+                with activity("looking up memories"):
                     existing |= set(self.engine.mget(alias, refs, ["id"]))
             new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
@@ -317,7 +320,7 @@ class MemoryService:
             "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
             "_source": ["uid", "old_text", "new_text"],
         }
-        with engine_errors("reading history"):
+        with activity("reading history"):
             history.refresh(self.engine)  # entries written a moment ago count
             hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}
@@ -412,7 +415,8 @@ class MemoryService:
     def _one_memory(self, scope: Scope, memory_id: str) -> AbstractContextManager[None]:
         """Updates and deletes of one memory take turns within this process: at once they
         would only conflict on the engine and retry (other processes still can: retried)."""
-        return self._turns.hold(("memory", scope, memory_id))
+        # Checked first: the id is a lock key here, before any fetch would check it.
+        return self._turns.hold(("memory", scope, checked_id(memory_id, "memory_id")))
 
     def _update(
         self,
@@ -438,6 +442,7 @@ class MemoryService:
         if not {"updatetime", "strength", "vector"} & changes.keys() and _same_record(
             c.record, old_record
         ):  # nothing would change but the time: not a change, and no strength for it
+            self.crud.ensure_recorded(scope, stored, actor)  # a retried update: see _add_one
             self._noop(scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(
                 id=stored.memory_id, event="NOOP", memory=to_memory(stored.source, kind)
@@ -484,7 +489,15 @@ class MemoryService:
     ) -> Memory:
 
         def attempt() -> Memory:
-            stored = self.crud.fetch(scope, memory_id, kind)
+            try:
+                stored = self.crud.fetch(scope, memory_id, kind)
+            except NotFound:
+                # A retry of a delete whose history entry failed: the deletion stands; its
+                # entry is recorded now and the retry answers as the delete it completes.
+                done = self.crud.complete_deletion(scope, memory_id, actor)
+                if done is None:
+                    raise
+                return done
             self.crud.delete(scope, stored, actor, refresh)
             self.recent.forget(scope, stored.kind, stored.memory_id)
             return to_memory(stored.source, stored.kind)

@@ -24,9 +24,11 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from kemem_es.contract.response import QueryResponse
-from kemem_es.engine.bridge import LoopNotRunning
-from kemem_es.engine.client import CLIENT_ERRORS, Engine, is_timeout, with_remedy
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import with_remedy
+from kemem_es.errors import DeadlineExceeded, KememError
 from kemem_es.models import MAX_STRENGTH
+from kemem_es.runtime import LoopNotRunning
 from kemem_es.store.layout import index_alias, users_alias
 from kemem_es.store.scope import Scope
 
@@ -41,7 +43,7 @@ EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
 )
 # What a flush survives (the queue waits for the next one): engine errors, and an AsyncKemem's
 # loop between its runs.
-_FLUSH_WAITS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, LoopNotRunning)
+_FLUSH_WAITS: tuple[type[Exception], ...] = (KememError, LoopNotRunning)
 # At shutdown the last flush gets this long in all (waiting for a flush under way included): a
 # hung engine must not hold a stopping process for its write timeout, twice. Orchestrators kill
 # after some 30 s; what is not written by then is reported (counts) and lost.
@@ -149,7 +151,7 @@ class Reinforcer:
             # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
             # write now; the queue waits for the next flush instead of being lost
             self.failed_flushes += 1
-            if is_timeout(exc):
+            if isinstance(exc, DeadlineExceeded):
                 self._timed_out_at = time.monotonic()
             if final:
                 _report_lost(len(recalls), len(active), type(exc).__name__)

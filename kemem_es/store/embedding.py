@@ -10,6 +10,7 @@ cosines of two models are not comparable, and a silent mix ranks nonsense.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from kemem_es.engine.client import Engine
 from kemem_es.errors import MappingConflict
@@ -68,8 +69,4 @@ def record(engine: Engine, calibration: dict[str, Any]) -> int:
 
 def put_meta(engine: Engine, index: str, meta: dict[str, Any]) -> None:
     """Replace an index's mapping ``_meta`` (the engine replaces it whole)."""
-    indices: Any = engine.client.indices
-    if engine.dialect == "opensearch":
-        indices.put_mapping(index=index, body={"_meta": meta})
-    else:
-        indices.put_mapping(index=index, meta=meta)
+    engine.request("PUT", f"/{quote(index, safe='')}/_mapping", body={"_meta": meta})

@@ -52,9 +52,14 @@ class Scope:
     @classmethod
     def of(cls, *, agent_id: str | None, user_id: str | None = None, db: str = "user") -> Scope:
         """The scope rule. Raises InvalidInput naming the field that breaks it."""
-        database = _DATABASE.get(db)
+        database = _DATABASE.get(db) if isinstance(db, str) else None
         if database is None:
-            raise InvalidInput(f"db: must be 'user' or 'official', not {db!r}", field="db")
+            shown = repr(db)[:60] if isinstance(db, str) else f"a {type(db).__name__}"
+            raise InvalidInput(f"db: must be 'user' or 'official', not {shown}", field="db")
+        for field, value in (("agent_id", agent_id), ("user_id", user_id)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidInput(f"{field}: must be a string, not a {type(value).__name__}",
+                                   field=field)  # fmt: skip
         if not agent_id or not str(agent_id).strip():
             raise InvalidInput("agent_id: every memory belongs to an agent", field="agent_id")
         if db == "user" and not (user_id and str(user_id).strip()):
