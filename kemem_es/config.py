@@ -36,8 +36,15 @@ class Settings(BaseSettings):
     engine_nodes: int = Field(
         default=1, ge=1, le=5, description="local nodes (HTTP ports engine_port and up)"
     )
-    engine_version: Literal["auto", "2.19", "3.5"] = Field(
-        default="auto", description="local OpenSearch: 3.5 on a JDK 21+, else 2.19 (auto)"
+    engine: Literal["opensearch", "elasticsearch"] = Field(
+        default="opensearch",
+        description="local node: OpenSearch (default) or an Elasticsearch development node "
+        "from Maven Central (no Painless, analysis-common, mapper-extras, reindex)",
+    )
+    engine_version: Literal["auto", "2.19", "3.5", "8.18", "9.5"] = Field(
+        default="auto",
+        description="local node release: OpenSearch 3.5 on a JDK 21+, else 2.19; Elasticsearch "
+        "9.5 on a JDK 21+, else 8.18 (auto)",
     )
 
     # A cluster of the user's own.
@@ -70,6 +77,12 @@ class Settings(BaseSettings):
         "the reinforcement flusher, async verbs)",
     )
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
+    scoring: Literal["auto", "native", "script"] = Field(
+        default="auto",
+        description="the fused score from engine-native parts (knn clause, constant scores, "
+        "exp decay, distance_feature: no script on the query path) or from scripts; auto: "
+        "native where the cluster has no Painless, else script (docs/engines.md)",
+    )
     # at most 200: the longest index name (prefix + "-official-entities-v2-routed") stays well
     # under the engine's 255 bytes (a longer one failed part-way through init)
     index_prefix: str = Field(default="kemem", max_length=200, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
@@ -80,7 +93,7 @@ class Settings(BaseSettings):
     )
     # Shards of new memory indices. Every scope is routed to one shard, so a chat query reads
     # one shard per index whatever the count: more user-db shards mean smaller graphs to search
-    # per user (see README "Sizing shards and replicas"); the official db routes by agent.
+    # per user (docs/operations.md, "Sizing shards"); the official db routes by agent.
     user_shards: int = Field(default=1, ge=1, le=1024, description="primaries, user db indices")
     official_shards: int = Field(
         default=1, ge=1, le=1024, description="primaries, official db indices"

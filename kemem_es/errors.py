@@ -5,10 +5,34 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from pydantic import ValidationError
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# What the caller is doing (``activity``): the first words of a translated engine error.
+_ACTIVITY: ContextVar[str] = ContextVar("kemem_activity", default="search engine")
+
+
+@contextmanager
+def activity(doing: str) -> Iterator[None]:
+    """Name what the engine requests inside are for: an engine error raised by any of them
+    says ``doing: ...`` (the innermost activity wins). It only labels: the engine's request
+    method (engine/client.py) translates client errors, once."""
+    token = _ACTIVITY.set(doing)
+    try:
+        yield
+    finally:
+        _ACTIVITY.reset(token)
+
+
+def current_activity() -> str:
+    """The innermost ``activity`` (``search engine`` outside any)."""
+    return _ACTIVITY.get()
+
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -12,15 +12,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
+from typing_extensions import Unpack
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.options import QueryOptions, SearchOptions
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.errors import activity, deadline
-from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, guarded, invalid_options
+from kemem_es.engine.errors import deadline
+from kemem_es.errors import (
+    Closed,
+    EngineUnavailable,
+    InvalidInput,
+    activity,
+    guarded,
+    invalid_options,
+)
 from kemem_es.ingest.reader import read_jsonl
 from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
@@ -29,18 +38,22 @@ from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, utf8_text
-from kemem_es.memory.strength import Reinforcer, recall_keys
+from kemem_es.memory.strength import Reinforcer
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
 from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.crud import Crud
 from kemem_es.store.embedding import record as record_calibration
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
+from kemem_es.store.nearest import Neighbours
+from kemem_es.store.reinforce import Reinforcements, recall_keys
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+from kemem_es.store.users import Users
 
 if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
     from kemem_es.expand import Expander
@@ -243,7 +256,7 @@ class Kemem:
         agent_id: str,
         degrade: bool | None = None,
         reinforce: bool | None = None,
-        **options: Any,
+        **options: Unpack[QueryOptions],
     ) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams).
 
@@ -303,7 +316,7 @@ class Kemem:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
-        return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
+        return Reinforcer(Reinforcements(self.engine), s.reinforce_amount, s.reinforce_flush_s)
 
     def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
         """The user was active; with ``strengthen``, queue +strength for every memory the
@@ -357,14 +370,15 @@ class Kemem:
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        reports = run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        users, crud = Users(self.engine), self.memories.crud
+        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id)
         for r in reports:
             if r.deleted:  # what went is no dedup candidate any more
                 self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))
         return reports
 
     def query_simple(
-        self, text: str, *, user_id: str, agent_id: str, **options: Any
+        self, text: str, *, user_id: str, agent_id: str, **options: Unpack[QueryOptions]
     ) -> SimpleResponse:
         """Only the memory texts, in order of importance."""
         return self.query(text, user_id=user_id, agent_id=agent_id, **options).simple()
@@ -544,7 +558,8 @@ class Kemem:
     def memories(self) -> MemoryService:
         settings = self.settings
         return MemoryService(
-            self.engine,
+            Crud(self.engine),
+            Neighbours(self.engine),
             lambda: self.writer,
             settings.dedup_threshold,
             settings.dedup_min_overlap,
@@ -561,10 +576,18 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
         session_id: str | None = None,
-        **options: Any,
+        **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise."""
+        score threshold); other options as in ``query``. Unknown options raise, and so does
+        ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
+        here the number of results is ``limit``."""
+        if "top_k" in options:
+            raise InvalidInput(
+                "top_k: the number of results is `limit` here (top_k=… is the number of base "
+                "words of the keyword expansion, a query() option)",
+                field="top_k",
+            )
         if threshold is not None:
             if "score_threshold" in options:
                 raise InvalidInput(

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-Database = Literal["user", "official"]
-MemoryKind = Literal["events", "entities"]
+from kemem_es.literals import Database as Database  # re-exported: the records name them here
+from kemem_es.literals import MemoryKind as MemoryKind
 
 EntityType = Literal["主体", "客体", "具体实体", "泛化实体"]
 """主体 the agent · 客体 the user · 具体实体 a concrete other entity · 泛化实体 a generic one."""

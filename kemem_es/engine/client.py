@@ -19,8 +19,8 @@ from kemem_es.config import Settings
 from kemem_es.engine.dialect import Dialect
 from kemem_es.engine.errors import (
     CLIENT_ERRORS,
+    check_bulk,
     check_shards,
-    current,
     deadline,
     deleted_count,
     found,
@@ -28,6 +28,7 @@ from kemem_es.engine.errors import (
     time_left,
     translate_client_error,
 )
+from kemem_es.errors import KememError, current_activity
 
 __all__ = ["Engine", "Request", "RequestHook", "Search", "Send", "connect", "deadline"]
 
@@ -50,6 +51,8 @@ class Request:
     timeout: float | None = None  # None: the client's default (``es_timeout_s``)
     doing: str = "search engine"  # what a translated error says we were doing
 
+
+DELETE_PAGE = 1000  # ids per round of a delete-by-query without the reindex module
 
 # How one client library sends a request: the parsed answer (a HEAD: whether it found).
 Send = Callable[[Request], Any]
@@ -78,6 +81,10 @@ class Engine:
         self.dialect = dialect
         self._send = send
         self.hook: RequestHook | None = None
+        self._painless: bool | None = None
+        self._no_reindex = False
+        if getattr(settings, "scoring", "auto") != "auto":  # else connect() asks the cluster
+            self.dialect.scoring = str(settings.scoring)
 
     @property
     def version(self) -> str:
@@ -114,7 +121,9 @@ class Engine:
             raise RuntimeError("this Engine has no client (built for query planning only)")
         if read:
             timeout = self.read_timeout
-        req = Request(method, path, _params(params), body, ndjson, timeout, doing or current())
+        req = Request(
+            method, path, _params(params), body, ndjson, timeout, doing or current_activity()
+        )
         start = time.perf_counter()
         answer = None
         try:
@@ -222,11 +231,75 @@ class Engine:
         )
 
     def delete_by_query(self, index: str, body: dict[str, Any]) -> int:
-        """Delete what ``body["query"]`` matches (waits, refreshes); returns how many."""
+        """Delete what ``body["query"]`` matches (waits, refreshes); returns how many. On a
+        cluster without the reindex module (the Elasticsearch node from Maven Central), the
+        same by search + bulk delete."""
+        if self._no_reindex:
+            return self._search_and_delete(index, body)
         params = {"refresh": True, "conflicts": "proceed"}
         path = f"{_path(index)}/_delete_by_query"
-        resp = self.request("POST", path, params=params, body={"query": body["query"]})
+        try:
+            resp = self.request("POST", path, params=params, body={"query": body["query"]})
+        except KememError as exc:
+            text = str(exc).lower()
+            if "handler" not in text and "405" not in text:
+                raise
+            self._no_reindex = True
+            return self._search_and_delete(index, body)
         return deleted_count(dict(resp))
+
+    def _search_and_delete(self, index: str, body: dict[str, Any]) -> int:
+        """Delete-by-query without the reindex module: a page of matching ids, deleted in one
+        refreshed bulk, until none match. What was already gone is no error."""
+        deleted = 0
+        for _ in range(100_000):  # bounded: every round deletes at least one document
+            page = {"query": body["query"], "size": DELETE_PAGE, "_source": False}
+            page["track_total_hits"] = False
+            hits = self.request("POST", f"{_path(index)}/_search", body=page)["hits"]["hits"]
+            if not hits:
+                break
+            lines = []
+            for h in hits:
+                meta = {"_index": h["_index"], "_id": h["_id"]}
+                if h.get("_routing") is not None:
+                    meta["routing"] = h["_routing"]
+                lines.append({"delete": meta})
+            res = self.bulk(lines, refresh=True)
+            check_bulk(res, "deleting by query")
+            gone = sum(1 for i in res.get("items", []) if i["delete"].get("result") == "deleted")
+            deleted += gone
+            if not gone:
+                break
+        return deleted
+
+    # -- scripts or none ---------------------------------------------------------------------
+    @property
+    def painless(self) -> bool:
+        """Whether the cluster runs Painless (the Elasticsearch node from Maven Central does
+        not, nor may a managed service that restricts scripts); asked once. A cluster that
+        does not say (no permission) counts as a full distribution."""
+        if self._painless is None:
+            self._painless = True
+            if self.dialect.name == "elasticsearch":
+                try:
+                    langs = self.request("GET", "/_script_language", timeout=10)
+                except Exception:
+                    langs = None
+                contexts = langs.get("language_contexts") if isinstance(langs, dict) else None
+                if isinstance(contexts, list):
+                    self._painless = any(
+                        isinstance(c, dict) and c.get("language") == "painless" for c in contexts
+                    )
+        return self._painless
+
+    def resolve_scoring(self) -> str:
+        """KEMEM_SCORING for this cluster (auto: native without Painless, else script), set on
+        the dialect the query builders read."""
+        wanted = getattr(self.settings, "scoring", "auto")
+        if wanted == "auto":
+            wanted = "script" if self._send is None or self.painless else "native"
+        self.dialect.scoring = str(wanted)
+        return self.dialect.scoring
 
     # -- points in time: one unchanging view of the indices for a listing's pages ------------
     def open_pit(self, index: str, keep_alive: str, routing: str | None = None) -> str:

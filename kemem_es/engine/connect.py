@@ -79,12 +79,52 @@ def _elasticsearch_client(settings: Settings, asynchronous: bool = False) -> Any
     )
 
 
+# Where the version is read when GET / is refused (the Elasticsearch node from Maven Central
+# answers it with 405; a restricted API key may get 403): the local node's info.
+NODES_INFO = "/_nodes/_local?filter_path=cluster_name,nodes.*.version,nodes.*.build_flavor"
+
+
 def _root_info(settings: Settings) -> dict[str, Any]:
-    """GET / without either client's product check, to learn the dialect and version."""
+    """GET / without either client's product check, to learn the dialect and version; when the
+    cluster refuses it (405, 404, 403), the local node's info says the same (a 200 there, not
+    the root endpoint alone, is what "reachable" means)."""
+    try:
+        return _get_json(settings, "/")
+    except urllib.error.HTTPError as exc:
+        if exc.code not in (403, 404, 405):
+            raise _http_unavailable(settings, exc) from None
+    try:
+        nodes = _get_json(settings, NODES_INFO)
+    except urllib.error.HTTPError as exc:
+        raise _http_unavailable(settings, exc) from None
+    return info_from_nodes(nodes)
+
+
+def info_from_nodes(nodes: dict[str, Any]) -> dict[str, Any]:
+    """The root endpoint's answer rebuilt from ``GET /_nodes/_local``: Elasticsearch reports a
+    build flavour (and its product header, kept by ``_get_json`` as ``_product``); OpenSearch
+    neither."""
+    node: dict[str, Any] = next(iter((nodes.get("nodes") or {}).values()), {})
+    elastic = nodes.get("_product") == "Elasticsearch" or "build_flavor" in node
+    version: dict[str, Any] = {"number": str(node.get("version", "?"))}
+    if not elastic:
+        version["distribution"] = "opensearch"
+    return {"cluster_name": nodes.get("cluster_name"), "version": version, "via": "_nodes"}
+
+
+def _http_unavailable(settings: Settings, exc: urllib.error.HTTPError) -> EngineUnavailable:
+    return EngineUnavailable(
+        f"search engine at {_redact(settings.url)} answered HTTP {exc.code}: {exc.reason}"
+    )
+
+
+def _get_json(settings: Settings, path: str) -> dict[str, Any]:
+    """GET ``path`` of the cluster with the configured credentials; HTTP errors propagate,
+    an unreachable cluster is EngineUnavailable."""
     import ssl
     import urllib.request
 
-    req = urllib.request.Request(settings.url.rstrip("/") + "/")
+    req = urllib.request.Request(settings.url.rstrip("/") + path)
     if settings.es_api_key:
         req.add_header("Authorization", f"ApiKey {settings.es_api_key}")
     elif settings.es_username:
@@ -103,11 +143,13 @@ def _root_info(settings: Settings) -> dict[str, Any]:
     where = _redact(settings.url)
     try:
         with urllib.request.urlopen(req, timeout=min(settings.es_timeout_s, 10), context=ctx) as r:
-            return json.loads(r.read().decode())
-    except urllib.error.HTTPError as exc:
-        raise EngineUnavailable(
-            f"search engine at {where} answered HTTP {exc.code}: {exc.reason}"
-        ) from None
+            body = json.loads(r.read().decode())
+            product = r.headers.get("X-elastic-product")
+            if isinstance(body, dict) and product:
+                body["_product"] = product
+            return body
+    except urllib.error.HTTPError:
+        raise
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         hint = (
@@ -177,11 +219,15 @@ def connect(settings: Settings | None = None, bridge: Bridge | None = None) -> E
     if name == "opensearch":
         make, sender = _opensearch_client, opensearch_send
     else:
+        # The 8.x client sends compatible-with=8, which 9.x still serves (REST compatibility).
         major = str(info.get("version", {}).get("number", "8")).split(".")[0]
-        if major != "8":
+        if major not in ("8", "9"):
             raise EngineUnavailable(
-                f"Elasticsearch {info.get('version', {}).get('number')} is not supported; use 8.x"
+                f"Elasticsearch {info.get('version', {}).get('number')} is not supported; use "
+                "8.x or 9.x"
             )
         make, sender = _elasticsearch_client, elasticsearch_send
     client = make(settings) if bridge is None else AwaitingClient(make(settings, True), bridge)
-    return Engine(client, settings, info, dialect_for(name, info), sender(client))
+    engine = Engine(client, settings, info, dialect_for(name, info), sender(client))
+    engine.resolve_scoring()  # KEMEM_SCORING=auto: one question to an Elasticsearch cluster
+    return engine

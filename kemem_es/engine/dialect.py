@@ -10,6 +10,7 @@ both engines and goes through the one ``Engine`` (engine/client.py).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,9 +19,21 @@ class Dialect:
     """One engine's flavour of the shared JSON. ``version``: the cluster's version number."""
 
     name: str = ""
+    # native (no script on the query path: knn clauses, distance_feature) or script; the
+    # Engine sets it from KEMEM_SCORING once it knows whether the cluster runs Painless
+    scoring: str = "script"
+    # A knn clause's score is knn_scale × (1 + cos) / 2 (see ``vector_clause``).
+    knn_scale = 1.0
+    # Native scoring scores a vector clause exactly over at most this many documents a shard
+    # (the engines' bound on k and num_candidates).
+    NATIVE_K = 10_000
 
     def __init__(self, version: str = "?") -> None:
         self.version = version
+
+    @property
+    def native(self) -> bool:
+        return self.scoring == "native"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.version!r})"
@@ -47,6 +60,19 @@ class Dialect:
         """An approximate nearest-neighbour query clause restricted by ``filters``."""
         raise NotImplementedError
 
+    def vector_clause(
+        self, field: str, query_vector: Sequence[float], k: int, filters: list[dict],
+        weight: float,
+    ) -> dict:  # fmt: skip
+        """A script-free query clause worth ``weight * (1 + cos) / 2`` on each of the ``k``
+        documents within ``filters`` nearest the vector: on every one of them, exactly, when the
+        filter matches at most ``k`` documents of a shard (the engine then compares them all
+        instead of walking the graph)."""
+        clause = self.ann_query(field, unit_vector(query_vector), k, filters)
+        body = clause["knn"].get(field, clause["knn"])  # OpenSearch nests it under the field
+        body["boost"] = weight / self.knn_scale
+        return clause
+
     # -- index bodies ------------------------------------------------------------------------
     def index_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """An index's settings + mappings as this engine needs them (unchanged by default)."""
@@ -69,10 +95,21 @@ class Dialect:
         raise NotImplementedError
 
 
+def unit_vector(vector: Sequence[float]) -> list[float]:
+    """``vector`` at unit length (in double precision). A knn clause's similarity is the cosine
+    only for a unit query vector (inner-product graphs; Elasticsearch's cosine does not divide
+    by it either), and the model's vectors are 1 ± 1e-5 long: scores were 1e-5 off."""
+    norm = math.sqrt(math.fsum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
 class OpenSearch(Dialect):
     """OpenSearch 2.19 / 3.x with the k-NN plugin (lucene engine)."""
 
     name = "opensearch"
+    # The lucene engine's inner-product score is 1 + ip for ip >= 0 (1 / (1 - ip) below), the
+    # vectors are unit length: 2 × (1 + cos) / 2 wherever the cosine is not negative.
+    knn_scale = 2.0
     pit_open_path = "/_search/point_in_time"
     pit_close_path = "/_search/point_in_time"
 
@@ -140,7 +177,8 @@ class Elasticsearch(Dialect):
             "field": field,
             "query_vector": list(query_vector),
             "k": k,
-            "num_candidates": max(k * 2, 100),
+            # at most 10 000 (the engine's bound), never fewer than k
+            "num_candidates": max(min(max(k * 2, 100), self.NATIVE_K), k),
         }
         if filters:
             clause["filter"] = filters

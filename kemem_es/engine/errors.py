@@ -24,10 +24,9 @@ from kemem_es.errors import (
     EngineUnavailable,
     KememError,
     Overloaded,
+    activity,  # noqa: F401 - re-exported: where engine callers find it
 )
 
-# What the caller is doing (``activity``): the first words of a translated error's message.
-_ACTIVITY: ContextVar[str] = ContextVar("kemem_activity", default="search engine")
 # (monotonic end, seconds given) of the call in progress; see ``deadline``.
 _DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("kemem_deadline", default=None)
 
@@ -62,7 +61,7 @@ REMEDIES = {
     "index_not_found": "nothing indexed under this prefix yet: run `kemem-es init` / "
     "`kemem-es index`",
     "already[_ ]closed": "OpenSearch 3.5 closed this index's vector file after a scroll over "
-    "it (k-NN issues 3191, 3458; see the README): close and reopen the index, or restart the "
+    "it (k-NN issues 3191, 3458; docs/operations.md): close and reopen the index, or restart the "
     "node, and page with search_after instead of scrolling",
 }
 
@@ -257,23 +256,6 @@ def engine_errors(doing: str) -> Iterator[None]:
         raise
     except CLIENT_ERRORS as exc:
         raise translate_client_error(exc, doing) from exc
-
-
-@contextmanager
-def activity(doing: str) -> Iterator[None]:
-    """Name what the engine requests inside are for: an engine error raised by any of them
-    says ``doing: ...`` (the innermost activity wins). It only labels; ``Engine.request``
-    translates."""
-    token = _ACTIVITY.set(doing)
-    try:
-        yield
-    finally:
-        _ACTIVITY.reset(token)
-
-
-def current() -> str:
-    """The innermost ``activity`` (``search engine`` outside any)."""
-    return _ACTIVITY.get()
 
 
 @contextmanager

@@ -16,8 +16,6 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.client import Engine
-from kemem_es.engine.errors import activity
 from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
@@ -32,7 +30,7 @@ from kemem_es.memory.dedup import (
 )
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
-from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
+from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
 from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
@@ -45,10 +43,12 @@ from kemem_es.store.documents import (
     to_document,
     to_memory,
     vector_fields,
+    with_strength_key,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
-from kemem_es.store.layout import history_alias, index_alias
+from kemem_es.store.nearest import Neighbours
 from kemem_es.store.scope import Scope, checked_id
+from kemem_es.store.users import parse_instant
 from kemem_es.store.validation import Checked, validate_items
 
 RETRIES = 4
@@ -62,15 +62,16 @@ T = TypeVar("T")
 class MemoryService:
     def __init__(
         self,
-        engine: Engine,
+        crud: Crud,
+        neighbours: Neighbours,
         writer: Callable[[], BulkWriter],
         dedup_threshold: float = 0.9,
         dedup_min_overlap: float = 0.6,
         dedup_recent_s: float = 30.0,
     ) -> None:
-        self.engine = engine
         self._writer = writer
-        self.crud = Crud(engine)
+        self.crud = crud
+        self.neighbours = neighbours
         self.dedup_threshold = dedup_threshold
         self.dedup_min_overlap = dedup_min_overlap
         # Dedup sees this process's writes before the engine's refresh does, and the adds of
@@ -211,6 +212,7 @@ class MemoryService:
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})
         if "strength" not in c.record.model_fields_set:
             doc["strength"] = stored.source.get("strength", 0.0)
+        with_strength_key(doc)
         entry = history.entry(c.scope, c.memory_id, kind, "UPDATE", actor, stored.source, doc)
         self.crud.replace(c.scope, stored, doc, entry, refresh)
         self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
@@ -247,9 +249,9 @@ class MemoryService:
         """``dedup.nearest`` with each scope's tokenizer for entities, whose names it compares
         as the tokenizer does."""
         if kind != "entities" or not items:
-            return nearest(self.engine, items, kind)
+            return nearest(self.neighbours, items, kind)
         toks = self.writer.tokenizers([(scope, record) for scope, record, _ in items])
-        return nearest(self.engine, items, kind, toks)
+        return nearest(self.neighbours, items, kind, toks)
 
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
@@ -281,9 +283,7 @@ class MemoryService:
             existing: set[str] = set()
             for db in {c.scope.db for c in chunk}:
                 refs = [c.ref for c in chunk if c.scope.db == db]
-                alias = index_alias(self.crud.prefix, db, kind)
-                with activity("looking up memories"):
-                    existing |= set(self.engine.mget(alias, refs, ["id"]))
+                existing |= self.crud.existing_ids(db, kind, refs)
             new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
@@ -314,18 +314,8 @@ class MemoryService:
         """Every text (normalised) the memories ``uids`` have had, from their history."""
         if not uids:
             return {}
-        alias = history_alias(self.crud.prefix)
-        body = {
-            "size": history.LIMIT_MAX,
-            "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
-            "_source": ["uid", "old_text", "new_text"],
-        }
-        with activity("reading history"):
-            history.refresh(self.engine)  # entries written a moment ago count
-            hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}
-        for hit in hits:
-            src = hit["_source"]
+        for src in self.crud.texts_ever(uids):
             texts = (src.get(f) for f in ("old_text", "new_text"))
             out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
         return out
@@ -460,6 +450,7 @@ class MemoryService:
             last = parse_instant(stored.source.get("indexed_at")) or now
             gain = ebbinghaus_gain(now - last)
             doc["strength"] = min(MAX_STRENGTH, float(stored.source.get("strength") or 0.0) + gain)
+        with_strength_key(doc)
         # Fields the new version no longer has are cleared, not left behind.
         for f in stored.source:
             if f not in doc and f not in (*LIFECYCLE_FIELDS, "strength", "indexed_at"):

@@ -147,17 +147,23 @@ def entity_body(
         # The vector term is added to the best candidates only (a rescore window): scoring it
         # on every keyword candidate of a 20k-entity official database costs ~10 ms.
         _, span = vec_scale(params, entity=True)
-        vec_fn = dialect.vector_function(VECTOR_FIELD, vector, params.entity_weights.vec / span)
+        weight = params.entity_weights.vec / span
+        if dialect.native:  # no script: a knn clause over every candidate
+            filters = [*scope, candidates]
+            rescore = dialect.vector_clause(VECTOR_FIELD, vector, dialect.NATIVE_K, filters, weight)
+        else:
+            vec_fn = dialect.vector_function(VECTOR_FIELD, vector, weight)
+            rescore = {
+                "function_score": {
+                    "query": {"match_all": {}},
+                    "functions": [vec_fn],
+                    "boost_mode": "replace",
+                }
+            }
         body["rescore"] = {
             "window_size": max(2 * window, RESCORE_WINDOW),
             "query": {
-                "rescore_query": {
-                    "function_score": {
-                        "query": {"match_all": {}},
-                        "functions": [vec_fn],
-                        "boost_mode": "replace",
-                    }
-                },
+                "rescore_query": rescore,
                 "query_weight": 1.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",

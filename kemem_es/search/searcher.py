@@ -246,6 +246,8 @@ class Searcher:
             hits = resp["hits"]["hits"]
             if mode == "rrf":
                 lists.append([(db, h) for h in hits])
+            elif mode == "bm25" and ev.native(self.engine.dialect):  # raw BM25 from the engine
+                ranked += [(db, h, ev.saturated(float(h["_score"]), params.bm25_k)) for h in hits]
             else:
                 ranked += [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
         if mode == "rrf":  # its score is by rank (fusion.rrf_merge); the threshold holds too

@@ -37,6 +37,7 @@ from kemem_es.store.documents import (
     embed_text,
     to_document,
     vector_fields,
+    with_strength_key,
 )
 from kemem_es.store.layout import history_alias, index_alias
 from kemem_es.store.names import ScopeNames, record_names
@@ -133,6 +134,7 @@ def _carry_over(doc: dict[str, Any], old: dict[str, Any], keep_strength: bool) -
     doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
     if keep_strength and "strength" in old:
         doc["strength"] = old["strength"]
+    with_strength_key(doc)
 
 
 def approx_bytes(doc: dict[str, Any]) -> int:

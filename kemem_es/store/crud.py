@@ -22,7 +22,6 @@ from typing import Any
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
 from kemem_es.engine.client import Engine
 from kemem_es.engine.errors import (
-    activity,
     check_bulk,
     check_shards,
     deadline,
@@ -37,8 +36,9 @@ from kemem_es.errors import (
     InvalidInput,
     KememError,
     NotFound,
+    activity,
 )
-from kemem_es.models import MemoryKind
+from kemem_es.models import Database, MemoryKind
 from kemem_es.runtime import shielded
 from kemem_es.store import consistency, fresh, history
 from kemem_es.store.filters import compile_filters
@@ -322,10 +322,8 @@ class Crud:
         return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
-        # A kind whose index does not exist yet (a fresh prefix written without ``init``: the
-        # first add creates only its own kind's index) lists as empty, not as an outage.
         with activity("listing memories"):
-            resp = self.engine.search(indices, body, ignore_unavailable=True, routing=scope.routing)
+            resp = self.engine.search(indices, body, routing=scope.routing)
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
     def _open_pit(self, indices: str, scope: Scope) -> str | None:
@@ -384,15 +382,10 @@ class Crud:
     ) -> int:
         query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
         self.before_read(scope, _kinds(kind))
-        total = 0
-        for k in _kinds(kind):
-            try:
-                with activity("counting memories"):
-                    total += self.engine.count(self.alias(scope, k), query, scope.routing)
-            except EngineUnavailable as exc:
-                if not index_missing(exc):
-                    raise
-        return total  # a kind whose index does not exist yet has none
+        with activity("counting memories"):
+            return sum(
+                self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
+            )
 
     def history(
         self, scope: Scope, memory_id: str, limit: int = history.LIMIT
@@ -412,6 +405,23 @@ class Crud:
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
         return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
+
+    def existing_ids(
+        self, db: Database, kind: MemoryKind, refs: Sequence[tuple[str, str | None]]
+    ) -> set[str]:
+        """Which of the documents ``refs`` ((engine id, routing) in ``db``) exist (real time)."""
+        alias = index_alias(self.prefix, db, kind)
+        with activity("looking up memories"):
+            return set(self.engine.mget(alias, refs, ["id"]))
+
+    def texts_ever(self, uids: set[str]) -> list[dict[str, Any]]:
+        """The history entries (uid, old_text, new_text) of the memories ``uids``: every text
+        they have had, this process's latest changes included."""
+        with activity("reading history"):
+            history.refresh(self.engine)  # entries written a moment ago count
+            body = history.texts_query(uids)
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [h["_source"] for h in hits]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
@@ -442,9 +452,25 @@ class Crud:
         recall counts) stay as they are; fields set to None are cleared. Each given field
         replaces its old value whole: a partial ``doc`` would merge objects key by key, so
         ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
+        if not self.engine.painless:  # the same write, computed here (see _patched)
+            full = self._patched(scope, stored, doc)
+            action = self._action("index", scope, stored.kind, stored.memory_id, stored)
+            self._bulk_one([action, full], entry, refresh, scope, stored.memory_id)
+            return
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
         script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
         self._bulk_one([action, {"script": script}], entry, refresh, scope, stored.memory_id)
+
+    def _patched(self, scope: Scope, stored: Stored, doc: dict[str, Any]) -> dict[str, Any]:
+        """PATCH_SCRIPT without a script: the whole stored document (vector included, read in
+        real time) with ``doc``'s fields replaced whole and its None fields removed. It is
+        written onto the version that was read (if_seq_no), so a change in between is a
+        conflict, as the scripted update's."""
+        index = self.alias(scope, stored.kind)
+        got = self.engine.get_many([(index, scope.doc_id(stored.memory_id), scope.routing)])[0]
+        current = dict((got or {}).get("_source") or stored.source)
+        current.update(doc)
+        return {k: v for k, v in current.items() if v is not None}
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kemem_es.engine.client import Engine
-from kemem_es.engine.errors import activity
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.errors import InvalidInput, KememError, activity
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
 from kemem_es.store.documents import OPTIONAL_TERMS, meta_entries, to_record_data, vector_fields
@@ -216,7 +215,7 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     off their stored vector: until then anchor feedback passes them by. The index is given the
     field first (``templates.check_compatible``). Asks again for memories still without a code
     until none is left (never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN
-    reader, see the README); one partial update per memory. No history entry: what the memory
+    reader, docs/operations.md); one partial update per memory. No history entry: what the memory
     says does not change."""
     reports = []
     prefix = engine.settings.index_prefix

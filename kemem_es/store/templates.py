@@ -24,6 +24,7 @@ from kemem_es.store.embedding import META_KEY, refuse_other_model
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
+    STRENGTH_KEY_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
     history_alias,
@@ -36,7 +37,7 @@ USERS = "users"
 # Fields a later release added to a template version: an index of that version without them is
 # given them in place (an added field changes nothing that is stored); its older documents
 # simply lack them until they are written again or `kemem-es migrate` fills them in.
-ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD})
+ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD})
 
 
 @cache
@@ -54,6 +55,7 @@ def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
 
 
 ROUTING = "scope"  # _meta.kemem_routing of indices whose documents are routed by Scope.routing
+CUSTOM_ANALYZER = "kemem_ws"  # whitespace + lowercase: the tokens are lowercase already
 
 
 def index_body(
@@ -87,6 +89,12 @@ def index_body(
     elif quantization != "none":
         raise ValueError(f"unknown vector quantization {quantization!r} (none or int8)")
     mappings = base["mappings"]
+    analyzer = extra.get("text_analyzer")
+    if analyzer:  # a built-in analyzer instead of the custom one (see dialects/*.json)
+        base["settings"].pop("analysis", None)
+        for spec in mappings["properties"].values():
+            if spec.get("analyzer") == CUSTOM_ANALYZER:
+                spec["analyzer"] = analyzer
     mappings["properties"][VECTOR_FIELD] = vector
     mappings["_routing"] = {"required": True}
     mappings["_meta"] = {
@@ -281,8 +289,11 @@ def ensure_compatible(
     alias = index_alias(engine.settings.index_prefix, db, kind)
     prefix = engine.settings.index_prefix
     if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
+        # Both kinds of the database (idempotent for one that exists): a fresh prefix written
+        # without ``init`` lists and counts over both kinds (issue 40), while a listing over
+        # an index deleted under a running server still says "run init".
         cal = embedding() if embedding is not None else None
-        install(engine, dims, dbs=(db,), kinds=(kind,), embedding=cal)
+        install(engine, dims, dbs=(db,), kinds=KINDS, embedding=cal)
         return
     named = {"model": model} if model else None  # the check needs the name only
     check_compatible(engine, alias, memory_index_body(engine, db, kind, dims, named))

@@ -136,6 +136,7 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
     from kemem_es.config import Settings
     from kemem_es.memory.strength import Reinforcer
     from kemem_es.runtime import LoopNotRunning
+    from kemem_es.store.reinforce import Reinforcements
     from kemem_es.store.scope import Scope
 
     class LoopBackedEngine:
@@ -155,7 +156,7 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
             return {"items": [{"update": {"status": 200}}] * (len(lines) // 2)}
 
     engine = LoopBackedEngine()
-    reinforcer = Reinforcer(engine, amount=1.0, flush_s=3600)  # type: ignore[arg-type]
+    reinforcer = Reinforcer(Reinforcements(engine), amount=1.0, flush_s=3600)  # type: ignore[arg-type]
     try:
         reinforcer.recalled([("t-flush-events", "m1", "r1")], datetime(2025, 1, 1, 12, 0))
         assert reinforcer.flush() == 0 and reinforcer.failed_flushes == 1
@@ -187,20 +188,22 @@ class _HungEngine:
     def bulk(
         self, lines: list[dict[str, Any]], refresh: bool = False, timeout_s: float | None = None
     ) -> dict[str, Any]:
-        from opensearchpy.exceptions import ConnectionTimeout
+        from kemem_es.errors import DeadlineExceeded
 
         self.calls.append(timeout_s)
         self.gone.wait(timeout_s if timeout_s is not None else self.write_timeout_s)
-        raise ConnectionTimeout("TIMEOUT", "timed out", TimeoutError())
+        # what Engine.request raises for the clients' timeout
+        raise DeadlineExceeded("search engine: the search engine did not answer in time")
 
 
 def _queued_reinforcer(engine: _HungEngine, flush_s: float) -> Any:
     from datetime import datetime
 
     from kemem_es.memory.strength import Reinforcer
+    from kemem_es.store.reinforce import Reinforcements
     from kemem_es.store.scope import Scope
 
-    reinforcer = Reinforcer(engine, amount=1.0, flush_s=flush_s)  # type: ignore[arg-type]
+    reinforcer = Reinforcer(Reinforcements(engine), amount=1.0, flush_s=flush_s)  # type: ignore[arg-type]
     reinforcer.recalled([("t-hung-events", "m1", "r1")], datetime(2025, 1, 1, 12, 0))
     reinforcer.active(Scope.of(agent_id="qiyu", user_id="u1", db="user"))
     return reinforcer

@@ -592,7 +592,7 @@ def test_cleanup_keeps_a_memory_updated_after_it_was_chosen(kemem, monkeypatch) 
     """The clean-up lists the weakest memories, then deletes them: a memory the user restated
     in between (now strength 500) is not deleted for what it was, and no DELETE entry claims
     its old text. ``delete_all`` deletes such a memory as it is now."""
-    from kemem_es.memory import cleanup as cleaning
+    from kemem_es.store.users import Users
 
     kemem.init()
     rows = [
@@ -601,14 +601,14 @@ def test_cleanup_keeps_a_memory_updated_after_it_was_chosen(kemem, monkeypatch) 
         for i in range(10)
     ]  # fmt: skip
     kemem.index_records(rows, "events")
-    listed = cleaning._weakest
+    listed = Users.weakest
 
-    def listed_then_restated(engine, scope, n):
-        out = listed(engine, scope, n)
+    def listed_then_restated(users, scope, n):
+        out = listed(users, scope, n)
         kemem.update("w0", {"description": "木木又说了一遍：她最爱外婆家", "strength": 500}, **A)
         return out
 
-    monkeypatch.setattr(cleaning, "_weakest", listed_then_restated)
+    monkeypatch.setattr(Users, "weakest", listed_then_restated)
     (rep,) = kemem.cleanup(**A, cap=8, ratio=0.2, interval_days=0, inactive_days=10_000, now=NOW)
     assert (rep.to_delete, rep.deleted) == (2, 1)
     assert kemem.get("w0", **A).strength == 500
@@ -617,7 +617,7 @@ def test_cleanup_keeps_a_memory_updated_after_it_was_chosen(kemem, monkeypatch) 
 
     from kemem_es.store.crud import Crud
 
-    monkeypatch.setattr(cleaning, "_weakest", listed)
+    monkeypatch.setattr(Users, "weakest", listed)
     real_sources = Crud.delete_sources
     raced: list[int] = []
 
@@ -741,6 +741,7 @@ def test_inactive_users_are_trimmed_to_the_minimum(kemem) -> None:
 
 
 @pytest.mark.engine
+@pytest.mark.es_node_lacks("Painless: it writes a strength past the bound with a script")
 def test_strength_stops_at_its_bound_and_a_stored_one_past_it_blocks_nothing(kemem) -> None:
     """Recall reinforcement had no ceiling, but every write validates strength <= MAX_STRENGTH:
     a popular memory became impossible to update, merge into or re-import."""

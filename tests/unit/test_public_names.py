@@ -1,5 +1,4 @@
-"""Where callers import from: the contract's models in one place, and the paths earlier versions
-used still giving the same classes (a harness written against them keeps working)."""
+"""Where callers import from: the contract's models in one place."""
 
 from __future__ import annotations
 
@@ -14,10 +13,16 @@ def test_the_contract_exports_the_request_and_response_models() -> None:
     assert {"Kemem", "AsyncKemem", "Settings", "EventRecord"} <= set(kemem_es.__all__)
 
 
-def test_earlier_import_paths_give_the_same_classes() -> None:
-    from kemem_es.search.params import QueryParams, script_params
-    from kemem_es.search.profile import script_params as profile_script_params
-    from kemem_es.search.response import EventHit, QueryResponse
+def test_the_moved_paths_are_gone_at_0_1_0() -> None:
+    """search.params / search.response were shims for code written before the contract; the
+    models live in kemem_es.contract, the latin profile in kemem_es.search.profile."""
+    import importlib
 
-    assert QueryParams is contract.QueryParams and QueryResponse is contract.QueryResponse
-    assert EventHit is contract.EventHit and script_params is profile_script_params
+    import pytest
+
+    from kemem_es.search.profile import script_params
+
+    assert callable(script_params)
+    for gone in ("kemem_es.search.params", "kemem_es.search.response"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(gone)

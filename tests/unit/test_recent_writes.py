@@ -159,11 +159,14 @@ class _FailingSearch:
     def __init__(self, item: dict) -> None:
         self.item = item
 
-    def ann_query(self, field, vector, k, filters):
-        return {"match_all": {}}
+    class dialect:  # the dialect pieces the search body uses
+        @staticmethod
+        def ann_query(field, vector, k, filters):
+            return {"match_all": {}}
 
-    def vector_function(self, field, vector, weight):
-        return {"weight": weight}
+        @staticmethod
+        def vector_function(field, vector, weight):
+            return {"weight": weight}
 
     def msearch(self, searches):
         return [self.item for _ in searches]
@@ -173,6 +176,7 @@ def test_a_failed_duplicate_search_fails_the_write_instead_of_finding_none() -> 
     """Before, an item error read as "no similar memory": the fact was added, a duplicate."""
     from kemem_es.errors import EngineRefused, EngineUnavailable
     from kemem_es.memory.dedup import nearest
+    from kemem_es.store.nearest import Neighbours
 
     vec = unit(1.0, 0.0)
     cases = [
@@ -182,4 +186,4 @@ def test_a_failed_duplicate_search_fails_the_write_instead_of_finding_none() -> 
     ]
     for item, error in cases:
         with pytest.raises(error, match="looking for duplicates"):
-            nearest(_FailingSearch(item), [(A, EVENT, vec)], "events")  # type: ignore[arg-type]
+            nearest(Neighbours(_FailingSearch(item)), [(A, EVENT, vec)], "events")  # type: ignore[arg-type]
