@@ -102,6 +102,8 @@ class AsyncKemem:
     # Kemem's verbs, awaitable, with the same arguments and results.
     query = _awaitable(Kemem.query)
     query_simple = _awaitable(Kemem.query_simple)
+    prepare_context = _awaitable(Kemem.prepare_context)
+    calibrate = _awaitable(Kemem.calibrate)
     search = _awaitable(Kemem.search)
     add = _awaitable(Kemem.add)
     get = _awaitable(Kemem.get)

@@ -125,7 +125,31 @@ class Settings(BaseSettings):
     model_variant: Literal["int8", "fp32"] = "int8"
     embed_threads: int = Field(default=0, ge=0, description="0 lets onnxruntime decide")
     embed_batch: int = Field(default=64, ge=1)
-    embed_max_length: int = Field(default=256, ge=8, le=512)
+    embed_max_length: int = Field(default=256, ge=8, le=8192)
+    # Bring your own embedder (docs/embedders.md): how a local ONNX model's states become one
+    # vector, what it is told about a text's role, or a remote OpenAI-compatible service.
+    embed_pooling: Literal["mean", "cls", "last"] = Field(
+        default="mean", description="mean over tokens, the first ([CLS]) or the last token"
+    )
+    embed_normalize: bool = Field(default=True, description="L2-normalise every vector")
+    embed_query_prefix: str = Field(
+        default="", description="put before a query (e5: 'query: ', Qwen3: an instruction)"
+    )
+    embed_document_prefix: str = Field(
+        default="", description="put before a memory's text (e5: 'passage: ')"
+    )
+    embed_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible embeddings service (…/v1): used instead of ONNX",
+    )
+    embed_model: str | None = Field(default=None, description="the model name sent to embed_url")
+    embed_api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
+    embed_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="one embedding call, retries included"
+    )
+    embed_dim: int | None = Field(
+        default=None, ge=1, le=16_384, description="the remote model's dimension (else probed)"
+    )
 
     # Text pipeline: extra jieba words, another lexicon / IDF table, operator overrides.
     user_dict: Path | None = Field(default=None, description="extra jieba user dictionary")
@@ -167,6 +191,14 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(default=30.0, gt=0, le=600, description="one call, retry included")
     llm_json_mode: bool = Field(
         default=True, description='send response_format={"type": "json_object"}'
+    )
+    # Query rewriting (QueryParams.rewrite, the "memory_rewrite" role): its own model and
+    # deadline; the endpoint and key default to the extractor's.
+    rewrite_base_url: str | None = Field(default=None, description="default: llm_base_url")
+    rewrite_model: str | None = Field(default=None, description="unset: rewriting is off")
+    rewrite_api_key: SecretStr | None = Field(default=None, description="default: llm_api_key")
+    rewrite_timeout_s: float = Field(
+        default=1.5, gt=0, le=60, description="one rewrite; past it the plain query is searched"
     )
     extract_prompt_path: Path | None = Field(
         default=None, description="the extraction prompt; default: the shipped Chinese prompt"
@@ -256,7 +288,7 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
-    @field_validator("llm_api_key", "proxy_upstream_key")
+    @field_validator("llm_api_key", "proxy_upstream_key", "embed_api_key", "rewrite_api_key")
     @classmethod
     def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
         """The key goes into an HTTP header: anything but printable ASCII would fail every
@@ -265,7 +297,7 @@ class Settings(BaseSettings):
             raise ValueError(NOT_A_HEADER_TOKEN)  # never the key itself
         return key
 
-    @field_validator("es_url")
+    @field_validator("es_url", "embed_url", "rewrite_base_url")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
         """A URL the clients can use: no stray space (it passed the pattern, then failed deep in

@@ -47,6 +47,7 @@ from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
 from kemem_es.store.crud import Crud
+from kemem_es.store.embedding import record as record_calibration
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
 from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
@@ -214,9 +215,11 @@ class Kemem:
 
     @lazy
     def searcher(self) -> Searcher:
+        from kemem_es.search.rewrite import rewriter_for
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander, self.names)
+        searcher.rewriter = rewriter_for(self.settings)
         offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 
@@ -236,6 +239,19 @@ class Kemem:
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
         with activity("warming up"):
             _ = self.searcher
+
+    def prepare_context(self, context: Any, *, context_turns: int | None = None) -> bool:
+        """Embed a dialogue's earlier turns now, off the request path (after the agent's reply
+        is sent, before the user's next turn), for the query that brings them as its
+        ``context`` with ``context_vector="earlier"``: that query then embeds its utterance
+        only. ``context`` as ``query`` takes it. Returns whether anything was computed."""
+        self._open()
+        extra = {} if context_turns is None else {"context_turns": context_turns}
+        try:
+            params = QueryParams(user_id="-", agent_id="-", context=context, **extra)
+        except ValidationError as exc:
+            raise invalid_options(exc) from None
+        return self.searcher.prepare_context(params)
 
     def query(
         self,
@@ -420,9 +436,30 @@ class Kemem:
     def init(self, recreate: bool = False) -> list[InitResult]:
         """Install index templates and indices (idempotent; safe to run concurrently)."""
         self._open()
-        results = install(self.engine, self.embedder.dim, recreate=recreate)
+        cal = self.calibration
+        results = install(self.engine, self.embedder.dim, recreate=recreate, embedding=cal)
+        if cal is not None:
+            record_calibration(self.engine, cal)  # indices made before calibration existed
         self._checked.clear()
         return results
+
+    @lazy
+    def calibration(self) -> dict[str, Any] | None:
+        """The configured model's vector scale (embed.calibrate), measured once per process;
+        None for a caller's own embedder object (the reference constants apply)."""
+        from kemem_es.embed.calibrate import for_embedder
+
+        return for_embedder(self.embedder)
+
+    def calibrate(self) -> dict[str, Any] | None:
+        """Measure the model's calibration and store it with the prefix's indices (those that
+        have none); refused when they hold another model's vectors."""
+        self._open()
+        cal = self.calibration
+        if cal is not None:
+            with activity("storing the calibration"):
+                record_calibration(self.engine, cal)
+        return cal
 
     # -- bulk writes ----------------------------------------------------------------------
     @lazy
@@ -434,7 +471,14 @@ class Kemem:
         """The target index exists and has our template version (checked once per instance)."""
         kind = checked_kind(kind)  # every write passes here; a kind names an index
         if (kind, db) not in self._checked:
-            ensure_compatible(self.engine, self.embedder.dim, db, kind)
+            ensure_compatible(
+                self.engine,
+                self.embedder.dim,
+                db,
+                kind,
+                embedding=lambda: self.calibration,
+                model=self.embedder.name,
+            )
             self._checked.add((kind, db))
 
     def index_file(

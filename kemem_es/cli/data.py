@@ -68,6 +68,7 @@ def init(
             (spec,) = km.engine.get_index(res.index).values()
             shards = spec["settings"]["index"]["number_of_shards"]
             console.print(f"{res.alias} → {res.index}: {res.action} ({shards} shard(s))")
+        console.print(calibration_line(km.calibration), highlight=False, soft_wrap=True)
         from kemem_es.store.migrate import without_vector_codes
 
         for alias, n in without_vector_codes(km.engine).items():
@@ -173,8 +174,43 @@ def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt)
             console.print(f"{db}/{kind} ({name}): {report.summary()}")
 
 
+def calibration_line(cal: dict[str, Any] | None) -> str:
+    """One line on the model's vector scale (embed.calibrate) for init, calibrate, status."""
+    if not cal:
+        return "embedding: a caller's own embedder, reference scale (no calibration stored)"
+    p = cal["params"]
+    return (
+        f"embedding: {cal['model']} ({cal['dims']} d), calibration v{cal['corpus']}: "
+        f"cosine scale zh {p['vec_floor']:.3f}–{p['vec_ceil']:.3f} "
+        f"(kw/vec {p['weights']['kw']:.2f}/{p['weights']['vec']:.2f}), "
+        f"latin {p['latin_vec_floor']:.3f}–{p['latin_vec_ceil']:.3f} "
+        f"(kw/vec {p['latin_weights']['kw']:.2f}/{p['latin_weights']['vec']:.2f}), "
+        f"entities {p['entity_vec_floor']:.3f}–{p['entity_vec_ceil']:.3f}"
+    )
+
+
+def calibrate(
+    model_dir: Path | None = ModelDirOpt,
+    variant: str | None = VariantOpt,
+) -> None:
+    """Measure the embedding model's vector scale on the shipped calibration pairs and store
+    it with the prefix's indices that have none (refused if they hold another model's)."""
+    with guarded():
+        km = Kemem(model_dir=model_dir, model_variant=variant)
+        cal = km.calibrate()
+        console.print(calibration_line(cal), highlight=False, soft_wrap=True)
+        if cal:
+            for lang, st in cal["stats"].items():
+                console.print(
+                    f"  {lang}: unrelated {st['unrelated']:.3f}, paraphrase "
+                    f"{st['paraphrase']:.3f}, AUC {st['auc']:.3f}",
+                    highlight=False,
+                )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(init)
+    app.command()(calibrate)
     app.command()(migrate)
     app.command()(index)
     app.command()(demo)

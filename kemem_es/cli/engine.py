@@ -189,6 +189,12 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             docs = engine.count(alias) if engine.index_exists(alias) else None
             table.add_row(alias, "-" if docs is None else str(docs))
         console.print(table)
+        from kemem_es.cli.data import calibration_line
+        from kemem_es.store.embedding import stored
+
+        cal = stored(engine)
+        if cal is not None:
+            console.print(calibration_line(cal), highlight=False, soft_wrap=True)
 
 
 def _cluster_jvm(engine) -> str | None:

@@ -166,6 +166,14 @@ class QueryParams(BaseModel):
         0.7, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )
     context_turns: int = Field(8, ge=0, le=20, description="earlier turns used (newest first)")
+    # How the dialogue window becomes a vector (search.query_text): "joint" embeds the earlier
+    # turns and the utterance as one text (the calibration's choice, one long model call per
+    # query); "earlier" embeds the earlier turns alone, a text known before the user speaks:
+    # its vector is cached (Kemem.prepare_context computes it off the request path), so a
+    # chat turn costs about what a bare utterance does.
+    context_vector: Literal["joint", "earlier"] = Field(
+        "joint", description="dialogue window vector: turns + utterance, or the earlier turns"
+    )
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,
     # pooled R@5 0.309 → 0.319; the dialogue dev set, whose utterances are mostly one sentence:
@@ -177,6 +185,11 @@ class QueryParams(BaseModel):
         4, ge=0, le=8, description="newest sentences of the utterance embedded on their own"
     )
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
+    rewrite: bool = Field(
+        False,
+        description="an LLM rewrites the utterance and recent turns into one self-contained "
+        "search text first (KEMEM_REWRITE_MODEL; a slow or failing rewriter: the plain query)",
+    )
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
     now: Time | None = None  # the records' time rule: a date string or datetime, no bare number

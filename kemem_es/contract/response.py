@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 # The names ``检索耗时`` times its stages under (ms); every answer has ``total``.
 STAGES = (
     "prefilter",
+    "rewrite",
     "tokenise",
     "expand",
     "embed",
@@ -155,6 +156,11 @@ class AdditionalInfo(BaseModel):
         "index missing (only with degrade on, or a missing index); absent when all went well",
     )
     degraded_reason: str | None = Field(None, description="what degraded, and why")
+    rewrite: dict[str, str] | None = Field(
+        None,
+        description="with rewrite on: the search text the rewriter gave ({'text': …}), or why "
+        "the plain utterance was searched ({'fallback': …}); absent otherwise",
+    )
 
     model_config = {"populate_by_name": True}
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
+from kemem_es.embed.calibrate import apply as apply_calibration
 from kemem_es.engine.client import Engine, Search
 from kemem_es.engine.errors import raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
@@ -34,12 +35,15 @@ from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
+from kemem_es.search.rewrite import RewriteFailed, Rewriter
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
+from kemem_es.store.embedding import refuse_other_model
+from kemem_es.store.embedding import stored as stored_calibration
 from kemem_es.store.layout import DATABASES, index_alias
 from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import Scope
-from kemem_es.text.dialogue import context_turns, is_small_talk, utterance_of
+from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
 from kemem_es.text.tokenizer import Tokenizer
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
@@ -92,6 +96,23 @@ class Searcher:
         # (alias, agent, user, filters) → (when, in scope, on shard); a tuple, not a joined
         # string: ids may hold any separator ("a|b" + "c" and "a" + "b|c" shared one entry)
         self._counts: dict[tuple[str, str, str | None, str], tuple[float, int, int]] = {}
+        self._calibration: dict[str, Any] | None = None
+        self.rewriter: Rewriter | None = None  # QueryParams.rewrite (search.rewrite)
+
+    def calibration(self) -> dict[str, Any]:
+        """The vector scale queries are scored on (embed.calibrate): the one stored with the
+        indices, else the model's own, measured here; empty for a caller's own embedder on
+        indices without one (the reference constants). Read once. Indices written by another
+        model are refused (store.embedding), never scored on this model's scale."""
+        if self._calibration is None:
+            from kemem_es.embed.calibrate import for_embedder
+
+            model = self.text.embedder.name
+            found = stored_calibration(self.engine)
+            prefix = self.engine.settings.index_prefix
+            refuse_other_model(found, model, f"the indices under prefix {prefix!r}")
+            self._calibration = found or for_embedder(self.text.embedder) or {}
+        return self._calibration
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table and the model now, not on the first query."""
@@ -101,6 +122,24 @@ class Searcher:
         # engine's scripts and the scope counts' cache warmed before the first user's query.
         with contextlib.suppress(Exception):  # a warm-up never fails the searcher
             self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
+
+    def _rewrite(self, utterance: str, turns: Sequence[Turn]) -> tuple[str, dict[str, str]]:
+        """The rewriter's search text for the utterance and its turns, or the utterance with
+        why it is searched as it is (never an error: rewriting only ever helps)."""
+        if self.rewriter is None:
+            return utterance, {"fallback": "no rewriting model (set KEMEM_REWRITE_MODEL)"}
+        try:
+            text = offload(self.rewriter.rewrite, utterance, turns)
+        except RewriteFailed as exc:
+            return utterance, {"fallback": str(exc)}
+        except Exception as exc:  # a rewriter's bug must not fail the chat turn
+            return utterance, {"fallback": f"the rewriter failed ({type(exc).__name__})"}
+        return text, {"text": text}
+
+    def prepare_context(self, params: QueryParams) -> bool:
+        """``QueryText.prepare_context`` for the turns ``params.context`` holds."""
+        turns = context_turns(params.context, params.context_turns)
+        return bool(offload(self.text.prepare_context, turns))
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -325,6 +364,11 @@ class Searcher:
                 skipped="small_talk",
             )
             return QueryResponse(additional_info=info)
+        rewrite = None
+        if params.rewrite:
+            utterance, rewrite = self._rewrite(utterance, turns)
+            clock.lap("rewrite")
+        params = apply_calibration(params, self.calibration())
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
         clock.lap("embed")
@@ -367,6 +411,7 @@ class Searcher:
             entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
             profile=profile,
+            rewrite=rewrite,
         )
         reasons = (
             [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -19,6 +20,7 @@ from typing import Any
 from kemem_es.engine.client import Engine
 from kemem_es.errors import EngineRefused, MappingConflict
 from kemem_es.models import Database, MemoryKind
+from kemem_es.store.embedding import META_KEY, refuse_other_model
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
@@ -63,8 +65,10 @@ def index_body(
     quantization: str = "none",
     shards: int = 1,
     replicas: int = 0,
+    embedding: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Settings + mappings for one kind on one dialect, with the model's vector dimension.
+    """Settings + mappings for one kind on one dialect, with the model's vector dimension
+    (and, given ``embedding``, the model's calibration in ``_meta``: store.embedding).
 
     Documents are routed by their scope, and the engine refuses a write, get or update that
     does not say its routing (``_routing.required``): a forgotten route would put a memory on
@@ -99,15 +103,25 @@ def index_body(
         "embedding_dims": dims,
         "kemem_routing": ROUTING,
     }
+    if embedding is not None:
+        mappings["_meta"][META_KEY] = embedding
     sizing = {"number_of_shards": shards, "number_of_replicas": replicas}
     return {"settings": {**base["settings"], **extra["settings"], **sizing}, "mappings": mappings}
 
 
-def memory_index_body(engine: Engine, db: Database, kind: MemoryKind, dims: int) -> dict[str, Any]:
+def memory_index_body(
+    engine: Engine,
+    db: Database,
+    kind: MemoryKind,
+    dims: int,
+    embedding: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``index_body`` with this installation's choices (quantisation, shards, replicas)."""
     s = engine.settings
     shards = s.user_shards if db == "user" else s.official_shards
-    return index_body(kind, engine.dialect.name, dims, s.vector_quantization, shards, s.replicas)
+    return index_body(
+        kind, engine.dialect.name, dims, s.vector_quantization, shards, s.replicas, embedding
+    )
 
 
 @dataclass
@@ -173,15 +187,17 @@ def install(
     dbs: tuple[Database, ...] = DATABASES,
     kinds: tuple[MemoryKind, ...] = KINDS,
     recreate: bool = False,
+    embedding: dict[str, Any] | None = None,
 ) -> list[InitResult]:
-    """Install templates and indices; re-running changes nothing, a clash is refused."""
+    """Install templates and indices; re-running changes nothing, a clash is refused (an
+    index of another embedding model too, when ``embedding`` says which model this is)."""
     prefix = engine.settings.index_prefix
     results = []
     for db in dbs:
         for kind in kinds:
             alias = index_alias(prefix, db, kind)
             index = concrete_index(prefix, db, kind)
-            body = memory_index_body(engine, db, kind, dims)
+            body = memory_index_body(engine, db, kind, dims, embedding)
             if recreate and engine.index_exists(alias):
                 for existing in engine.get_index(alias):
                     engine.delete_index(existing)
@@ -211,6 +227,8 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
         problems = []
         meta = mapping.get("_meta", {})
         want_meta = wanted["mappings"]["_meta"]
+        if isinstance(want_meta.get(META_KEY), dict) and isinstance(meta.get(META_KEY), dict):
+            refuse_other_model(meta[META_KEY], want_meta[META_KEY]["model"], f"index {name}")
         if meta.get("kemem_template_version") == 1 and want_meta["kemem_template_version"] == 2:
             raise MappingConflict(
                 f"index {name} (alias {alias}) was written by an older kemem-es whose memory ids "
@@ -257,15 +275,25 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
             engine.put_mapping(name, added)
 
 
-def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind) -> None:
-    """Before writing: the index is installed if missing, and refused if it was built from
-    another template version or for another vector size (no silent mix)."""
+def ensure_compatible(
+    engine: Engine,
+    dims: int,
+    db: Database,
+    kind: MemoryKind,
+    embedding: Callable[[], dict[str, Any] | None] | None = None,
+    model: str | None = None,
+) -> None:
+    """Before writing: the index is installed if missing (with the model's calibration,
+    ``embedding()``), and refused if it was built from another template version, for another
+    vector size or from another embedding model (no silent mix)."""
     alias = index_alias(engine.settings.index_prefix, db, kind)
     prefix = engine.settings.index_prefix
     if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
         # Both kinds of the database (idempotent for one that exists): a fresh prefix written
         # without ``init`` lists and counts over both kinds (issue 40), while a listing over
         # an index deleted under a running server still says "run init".
-        install(engine, dims, dbs=(db,), kinds=KINDS)
+        cal = embedding() if embedding is not None else None
+        install(engine, dims, dbs=(db,), kinds=KINDS, embedding=cal)
         return
-    check_compatible(engine, alias, memory_index_body(engine, db, kind, dims))
+    named = {"model": model} if model else None  # the check needs the name only
+    check_compatible(engine, alias, memory_index_body(engine, db, kind, dims, named))
