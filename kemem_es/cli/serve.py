@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import TYPE_CHECKING
 
 import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
 from kemem_es.errors import InvalidInput
-
-if TYPE_CHECKING:
-    pass
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
