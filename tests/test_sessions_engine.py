@@ -141,6 +141,8 @@ def test_messages_are_stored_once_listed_and_deleted_with_the_user(kemem: Kemem)
     kemem.delete_all(**SCOPE, forget=True)
     assert kemem.session_messages("s4", **SCOPE) == []
     assert kemem.list_sessions(**SCOPE) == []
+    (entry,) = kemem.history("session:s4", **SCOPE)  # one entry per session, without its text
+    assert entry.event == "FORGET" and entry.kind == "sessions" and entry.old_text is None
 
 
 @pytest.mark.engine
