@@ -70,8 +70,13 @@ def test_sessions_tab(server: str, browser: Any) -> None:  # noqa: F811
     d.find_element(By.ID, "api-key").send_keys(KEY)
     d.find_element(By.ID, "key-save").click()
     d.find_element(By.ID, "tab-sessions").click()
+    agent = d.find_element(By.ID, "ses-agent")
+    agent.clear()
+    agent.send_keys(AGENT)
     d.find_element(By.ID, "ses-user").send_keys(USER)
     d.find_element(By.ID, "ses-list").click()
+    _wait(d, lambda drv: drv.find_elements(By.CSS_SELECTOR, "#ses-table tbody tr"), "no listing")
+    assert not d.find_element(By.ID, "error").text
     opener = _wait(
         d,
         ec.element_to_be_clickable((By.CSS_SELECTOR, "#ses-table button.open")),

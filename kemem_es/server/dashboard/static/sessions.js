@@ -34,7 +34,7 @@
       box.append(h("h2", null, `messages (${data.results.length})`), h("table", null,
         h("thead", null, h("tr", null, ["seq", "speaker", "text", "at"].map((c) => h("th", null, c)))),
         h("tbody", null, data.results.map((m) => h("tr", null, h("td", { class: "num" }, m.seq),
-          h("td", null, m.name || m.role), h("td", { class: "text" }, m.content), h("td", null, m.at || "")))))));
+          h("td", null, m.name || m.role), h("td", { class: "text" }, m.content), h("td", null, m.at || ""))))));
     });
 
     const buildContext = guarded(async (ev) => {
@@ -48,7 +48,7 @@
       showError("");
       const box = clear($("ses-context"));
       const t = ctx.tokens;
-      box.append(h("h2", null, "context"),
+      box.append(...[h("h2", null, "context"),
         h("table", { id: "ses-tokens" }, h("thead", null, h("tr", null, ["part", "tokens"].map((c) => h("th", null, c)))),
           h("tbody", null, [["dialogue", t.dialogue], ["summary", t.summary], ["overview", t.overview], ["details", t.details],
             ["total", `${t.total} / ${ctx.budget}`]].map(([k, v]) => h("tr", null, h("td", null, k), h("td", { class: "num" }, v))))),
@@ -56,7 +56,7 @@
           `${ctx.dialogue.length} turns, ${ctx.overview.length} overview events, ${ctx.entities.length} entities, ${ctx.events.length} events`),
         ctx.degraded ? h("p", { class: "error" }, "degraded: " + ctx.degraded) : null,
         ctx.notes.length ? h("ul", null, ctx.notes.map((n) => h("li", null, n))) : null,
-        h("pre", { id: "ses-text", class: "prompt" }, ctx.text));
+        h("pre", { id: "ses-text", class: "prompt" }, ctx.text)].filter(Boolean));
     });
 
     $("ses-form").addEventListener("submit", listSessions);
