@@ -24,14 +24,13 @@ from kemem_es.errors import (
     ConcurrentChange,
     ExtractionError,
     ExtractorNotConfigured,
-    InvalidInput,
     KememError,
 )
 from kemem_es.memory.extract import Extraction, Extractor
-from kemem_es.memory.inputs import utf8_text
 from kemem_es.session.fallback import fallback_extraction
 from kemem_es.session.summary import Summarizer
 from kemem_es.session.tokens import TokenCounter
+from kemem_es.session.turns import ROLES, normalise
 from kemem_es.session.window import Cut, SessionState, cuts, dialogue_from
 from kemem_es.session.worker import Worker
 from kemem_es.store.batches import Batches
@@ -46,8 +45,6 @@ from kemem_es.store.sessions import (
 
 log = logging.getLogger("kemem_es.session")
 
-ROLES = ("user", "assistant")
-SKIPPED_ROLES = ("system", "developer", "tool", "function")
 RETRIES = 5
 PROBE = 16  # messages looked at past a state's next_seq (a call whose state write was lost)
 TRIES = 3  # a batch's job tries this often in a row (then: the next append or resume)
@@ -86,48 +83,6 @@ def _iso(t: datetime) -> str:
 
 def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
-def normalise(messages: object) -> list[dict[str, Any]]:
-    """``add``'s messages as session turns: a text is the user's; system / tool messages are not
-    dialogue and are left out; ``name`` and ``seq`` are kept when given."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    elif isinstance(messages, Mapping):
-        messages = [messages]
-    if not isinstance(messages, Sequence):
-        raise InvalidInput("messages: a text or a list of {role, content}", field="messages")
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if isinstance(m, str):
-            m = {"role": "user", "content": m}
-        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
-            raise InvalidInput(
-                f"messages[{i}]: expected {{'role': ..., 'content': '...'}}", field=f"messages[{i}]"
-            )
-        role = str(m.get("role") or "user")
-        if role in SKIPPED_ROLES:
-            continue
-        if role not in ROLES:
-            raise InvalidInput(
-                f"messages[{i}].role: user or assistant, not {role!r}", field=f"messages[{i}].role"
-            )
-        turn: dict[str, Any] = {
-            "role": role,
-            "content": utf8_text(m["content"], f"messages[{i}].content"),
-        }
-        if isinstance(m.get("name"), str) and m["name"].strip():
-            turn["name"] = m["name"].strip()
-        if m.get("seq") is not None:
-            if not isinstance(m["seq"], int) or isinstance(m["seq"], bool) or m["seq"] < 0:
-                raise InvalidInput(
-                    f"messages[{i}].seq: a whole number ≥ 0", field=f"messages[{i}].seq"
-                )
-            turn["seq"] = m["seq"]
-        out.append(turn)
-    if any("seq" in t for t in out) and not all("seq" in t for t in out):
-        raise InvalidInput("messages: give seq for every message or for none", field="seq")
-    return out
 
 
 class SessionManager:
