@@ -2,7 +2,7 @@
 clients (AsyncOpenSearch / AsyncElasticsearch).
 
 There is no second implementation: each verb runs Kemem's own code through a bridge (see
-``engine/bridge.py``) that awaits every engine call on the caller's event loop and runs the CPU
+``runtime.py``) that awaits every engine call on the caller's event loop and runs the CPU
 stages (jieba, the ONNX model) in the loop's thread pool. Needs the ``async`` extra (aiohttp).
 
 >>> async with AsyncKemem() as km:
@@ -17,9 +17,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kemem_es.config import Settings
-from kemem_es.engine.bridge import AwaitingClient, Bridge
 from kemem_es.kemem import Kemem
 from kemem_es.memory.hooks import Hooks
+from kemem_es.runtime import AwaitingClient, Bridge
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -12,46 +12,56 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import Unpack
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
 from kemem_es.contract.context import Appended, ContextResult, DialogueTurn, SessionInfo
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.options import QueryOptions, SearchOptions
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, lazy, offload
-from kemem_es.engine.client import deadline, engine_errors
+from kemem_es.engine.errors import deadline
 from kemem_es.errors import (
     Closed,
     EngineUnavailable,
     ExtractorNotConfigured,
     InvalidInput,
+    activity,
+    guarded,
     invalid_options,
 )
 from kemem_es.ingest.reader import read_jsonl
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, utf8_text
-from kemem_es.memory.strength import Reinforcer, recall_keys
+from kemem_es.memory.strength import Reinforcer
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.crud import Crud
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
-from kemem_es.store.layout import KINDS, all_aliases, checked_kind
+from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
+from kemem_es.store.nearest import Neighbours
+from kemem_es.store.reinforce import Reinforcements, recall_keys
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+from kemem_es.store.users import Users
 
 if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
     from kemem_es.expand import Expander
     from kemem_es.search.searcher import Searcher
     from kemem_es.session import Sessions, Summarizer, TokenCounter
     from kemem_es.store.bulk import TextEmbedder
+    from kemem_es.store.consistency import HistoryRepair
     from kemem_es.store.stats import MemoryStats
     from kemem_es.text import Tokenizer
 
@@ -137,7 +147,7 @@ class Kemem:
         self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
     ) -> None:
         """``bridge``: run on the official async clients over that bridge (what AsyncKemem
-        does; see engine/bridge.py) — every verb below is then the async API's core too."""
+        does; see runtime.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
@@ -158,6 +168,7 @@ class Kemem:
 
     @lazy
     def engine(self) -> Engine:
+        quiet_client_logs()  # the clients' tracebacks and httpx's URLs (kemem_es.logs)
         return connect(self.settings, self._bridge)
 
     @lazy
@@ -212,18 +223,18 @@ class Kemem:
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
         self._open()
-        with engine_errors("checking readiness"):
+        with activity("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
             missing = [a for a in aliases if not engine.index_exists(a)]
-        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+        return {"engine": engine.dialect.name, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
-        with engine_errors("warming up"):
+        with activity("warming up"):
             _ = self.searcher
 
     def query(
@@ -234,7 +245,7 @@ class Kemem:
         agent_id: str,
         degrade: bool | None = None,
         reinforce: bool | None = None,
-        **options: Any,
+        **options: Unpack[QueryOptions],
     ) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams).
 
@@ -262,7 +273,8 @@ class Kemem:
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
-            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+            with deadline(self.settings.query_timeout_s), activity("searching"):
+                self._own_writes_visible(params.agent_id, params.user_id)
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
@@ -276,13 +288,24 @@ class Kemem:
             self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
 
+    def _own_writes_visible(self, agent_id: str, user_id: str) -> None:
+        """Read-your-own-writes for a query (``store.fresh``: best effort, within its deadline)."""
+        from kemem_es.store import fresh
+
+        reads = [
+            (index_alias(self.settings.index_prefix, scope.db, k), scope.routing)
+            for scope in query_scopes(agent_id, user_id)
+            for k in KINDS
+        ]
+        fresh.before_read(self.engine, reads, self.engine.read_timeout)
+
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
     @lazy
     def reinforcer(self) -> Reinforcer:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
-        return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
+        return Reinforcer(Reinforcements(self.engine), s.reinforce_amount, s.reinforce_flush_s)
 
     def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
         """The user was active; with ``strengthen``, queue +strength for every memory the
@@ -338,14 +361,15 @@ class Kemem:
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        reports = run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        users, crud = Users(self.engine), self.memories.crud
+        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id)
         for r in reports:
             if r.deleted:  # what went is no dedup candidate any more
                 self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))
         return reports
 
     def query_simple(
-        self, text: str, *, user_id: str, agent_id: str, **options: Any
+        self, text: str, *, user_id: str, agent_id: str, **options: Unpack[QueryOptions]
     ) -> SimpleResponse:
         """Only the memory texts, in order of importance."""
         return self.query(text, user_id=user_id, agent_id=agent_id, **options).simple()
@@ -408,8 +432,8 @@ class Kemem:
 
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""
+        kind = checked_kind(kind)  # every write passes here; a kind names an index
         if (kind, db) not in self._checked:
-            kind = checked_kind(kind)  # every write passes here; a kind names an index
             ensure_compatible(self.engine, self.embedder.dim, db, kind)
             self._checked.add((kind, db))
 
@@ -499,7 +523,8 @@ class Kemem:
     def memories(self) -> MemoryService:
         settings = self.settings
         return MemoryService(
-            self.engine,
+            Crud(self.engine),
+            Neighbours(self.engine),
             lambda: self.writer,
             settings.dedup_threshold,
             settings.dedup_min_overlap,
@@ -516,10 +541,18 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
         session_id: str | None = None,
-        **options: Any,
+        **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise."""
+        score threshold); other options as in ``query``. Unknown options raise, and so does
+        ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
+        here the number of results is ``limit``."""
+        if "top_k" in options:
+            raise InvalidInput(
+                "top_k: the number of results is `limit` here (top_k=… is the number of base "
+                "words of the keyword expansion, a query() option)",
+                field="top_k",
+            )
         if threshold is not None:
             if "score_threshold" in options:
                 raise InvalidInput(
@@ -700,6 +733,24 @@ class Kemem:
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope, limit)
 
+    def repair_history(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        db: Database = "user",
+        dry_run: bool = False,
+    ) -> HistoryRepair:
+        """Find (and, unless ``dry_run``, record) what the history lacks in one agent's memories
+        (one user's, with ``user_id``): stored versions that are not their memory's newest
+        entry, deletions with no DELETE entry (see docs/consistency.md). ``kemem-es doctor``."""
+        self._open()
+        from kemem_es.store.consistency import repair_history
+
+        scope = self._scope(agent_id, user_id or ("-" if db == "user" else None), db)
+        user = scope.user_id if user_id is not None else None
+        return repair_history(self.engine, scope.db, scope.agent_id, user, dry_run)
+
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
         """Engine health and version, counts per agent / user / database / kind, the strength
         distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
@@ -707,7 +758,7 @@ class Kemem:
         self._open()
         from kemem_es.store.stats import memory_stats
 
-        with engine_errors("reading statistics"):
+        with activity("reading statistics"):
             return memory_stats(self.engine, agents)
 
     # -- conversation sessions (docs/sessions.md) ------------------------------------------
@@ -738,7 +789,16 @@ class Kemem:
             SessionStore(self.engine), s.session, lambda: self.extractor, self._summarizer,
             self.writes, lambda: self.token_counter,
         )  # fmt: skip
-        return Sessions(manager, self.query, lambda: self.token_counter, s.session, s.index_prefix)
+        return Sessions(
+            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix
+        )
+
+    def _recall(
+        self, text: str, *, user_id: str, agent_id: str, degrade: bool | None = None,
+        **options: Any,
+    ) -> QueryResponse:  # fmt: skip
+        """``query`` as the context's recall (its options are checked by QueryParams)."""
+        return self.query(text, user_id=user_id, agent_id=agent_id, degrade=degrade, **options)
 
     def _append(
         self, data: AddInput, scope: Scope, session_id: str, names: Mapping[str, str],
@@ -829,3 +889,16 @@ class Kemem:
 def _is_record(data: object) -> bool:
     """A record (stored as a memory) rather than dialogue (text or chat messages)."""
     return isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data)
+
+
+# Every failure of a public verb is a KememError (errors.guarded): the net under the specific
+# checks, for what they did not foresee. A new public verb is added here.
+GUARDED_VERBS = (
+    "readiness", "warm_up", "query", "flush", "cleanup", "query_simple", "prompt", "init",
+    "index_file", "index_records", "index_demo", "drain", "search", "add", "get", "get_all",
+    "update", "delete", "delete_all", "count", "history", "stats", "repair_history",
+    "context", "end_session", "session_messages", "session_message", "list_sessions",
+    "delete_session", "resume_sessions",
+)  # fmt: skip
+for _verb in GUARDED_VERBS:
+    setattr(Kemem, _verb, guarded(getattr(Kemem, _verb)))

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from kemem_es.cli.common import console, err_console, guarded, options_named, styled
-from kemem_es.config import Settings, get_settings
-from kemem_es.engine import connect
-from kemem_es.engine.local import ENGINES, LocalEngine, jvm_info
 from kemem_es.errors import EngineUnavailable, InvalidInput
-from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias, users_alias
+
+if TYPE_CHECKING:
+    from kemem_es.config import Settings
+    from kemem_es.engine.local import LocalEngine
 
 engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Central).")
 
@@ -21,6 +19,8 @@ engine_app = typer.Typer(help="The local search node (OpenSearch from Maven Cent
 def _local(
     home: str | None, port: int | None, version: str | None = None, nodes: int | None = None
 ) -> LocalEngine:
+    from kemem_es.engine.local import ENGINES, LocalEngine
+
     if version is not None and version not in ("auto", *ENGINES):
         raise InvalidInput(  # an invalid option (exit 2), not a setup error
             f"unknown engine version {version!r}; use one of auto, {', '.join(ENGINES)}",
@@ -41,6 +41,8 @@ OPTION_NAMES = {
 def _settings(**options: Any) -> Settings:
     """A bad setting names its option (``--nodes``), or its KEMEM_* variable when it came from
     the environment (config.get_settings), not the field (``engine_nodes``)."""
+    from kemem_es.config import get_settings
+
     with options_named(OPTION_NAMES):
         return get_settings(**options)
 
@@ -103,6 +105,13 @@ def stop(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
 @engine_app.command()
 def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
     """Version, health and document counts of the configured cluster."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from kemem_es.engine import connect
+    from kemem_es.engine.local import LocalEngine
+    from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias, users_alias
+
     with guarded():
         settings = _settings(home=home, engine_port=port)
         if not settings.es_url:
@@ -129,7 +138,7 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
             console.print(styled("not reachable", "yellow", f": {exc}"))
             raise typer.Exit(3) from None
         health = engine.health()
-        where = f"{engine.dialect} {engine.version} at {engine.url} — "
+        where = f"{engine.dialect.name} {engine.version} at {engine.url} — "
         cluster = f"cluster {health.get('cluster_name')} "
         console.print(Text.assemble(where, cluster, (str(health.get("status")), "bold")))
         jvm = _cluster_jvm(engine)
@@ -145,6 +154,8 @@ def status(home: str | None = HomeOpt, port: int | None = PortOpt) -> None:
 
 
 def _cluster_jvm(engine) -> str | None:
+    from kemem_es.engine.local import jvm_info
+
     info = jvm_info(engine)
     if info is None:
         return None

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+from typing import TYPE_CHECKING
 
 import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
-from kemem_es.config import get_settings
 from kemem_es.errors import InvalidInput
+
+if TYPE_CHECKING:
+    pass
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -34,6 +37,8 @@ def serve(
     """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
 
     API keys: KEMEM_SERVER_API_KEYS='{"key": ["agent_a"], "admin": ["*"]}'."""
+    from kemem_es.config import get_settings
+
     try:
         import uvicorn
 

@@ -167,6 +167,17 @@ class QueryResponse(BaseModel):
         ]  # fmt: skip
         return events + entities
 
+    def __str__(self) -> str:
+        """The prompt text of these memories (as ``Kemem.prompt`` renders it with its defaults:
+        this machine's clock, no names), so ``f"关于用户的记忆: \n{memories}"`` reads as the
+        chat model should see it; ``repr`` stays the model's."""
+        from datetime import datetime
+
+        from kemem_es.prompt import render_prompt
+
+        now = datetime.now().astimezone()
+        return render_prompt(self.memory_events, self.memory_entities, now, None, None)
+
     def __getitem__(self, key: str) -> Any:
         """``resp["results"]`` and the contract's keys, for code that treats it as a dict."""
         if key == "results":

@@ -230,7 +230,7 @@ def jvm_info(engine: Any) -> dict[str, Any] | None:
     count, and on how many nodes the vector incubator module (SIMD) is on. None when the
     cluster does not tell (e.g. no permission to read node info)."""
     try:
-        nodes = dict(engine.client.nodes.info(metric="jvm")).get("nodes", {})
+        nodes = dict(engine.request("GET", "/_nodes/jvm")).get("nodes", {})
     except Exception:
         return None
     if not nodes:

@@ -16,9 +16,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
-from kemem_es.engine.bridge import offload
 from kemem_es.errors import (
     EngineUnavailable,
+    ExtractionError,
     ExtractionPending,
     InvalidInput,
     KememError,
@@ -32,6 +32,7 @@ from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
+from kemem_es.runtime import offload
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import by_record, validate_items
@@ -207,8 +208,17 @@ class WritePaths:
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
             now=datetime.now().astimezone(),
         )  # fmt: skip
-        found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
-        return [(kind, {**rec, **names}) for kind, rec in found.items()]
+        try:
+            found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
+            return [(kind, {**rec, **names}) for kind, rec in found.items()]
+        except KememError:
+            raise
+        except Exception as exc:  # a custom extractor's bug, an answer nested too deeply...
+            # Every failure of the package is a KememError; the traceback stays in the log.
+            log.debug("extractor failed", exc_info=exc)
+            raise ExtractionError(
+                f"the extractor failed ({type(exc).__name__}); nothing was stored"
+            ) from exc
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are

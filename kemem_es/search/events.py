@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import Engine
+from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import TIME_FIELD, VECTOR_FIELD
@@ -118,7 +118,7 @@ def sentence_share(
 
 
 def sentence_clause(
-    engine: Engine, params: QueryParams, parts: Sequence[Sequence[float]], weight: float
+    dialect: Dialect, params: QueryParams, parts: Sequence[Sequence[float]], weight: float
 ) -> dict[str, Any]:
     """A query clause worth ``weight`` × the best sentence's vec (before the offset): one vector
     function per sentence, the engine keeps the max."""
@@ -126,7 +126,7 @@ def sentence_clause(
     return {
         "function_score": {
             "query": {"match_all": {}},
-            "functions": [engine.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
+            "functions": [dialect.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
             "score_mode": "max",
             "boost_mode": "replace",
         }
@@ -143,7 +143,7 @@ def engine_instant(t: datetime) -> str:
 
 
 def signal_functions(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
@@ -164,7 +164,7 @@ def signal_functions(
             out.append({"script_score": {"script": script}, "weight": weights[name]})
         elif name == "vec":
             _, span = vec_scale(params)
-            out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name] / span))
+            out.append(dialect.vector_function(VECTOR_FIELD, vector, weights[name] / span))
         elif name == "time":
             decay = {
                 "origin": engine_instant(now),
@@ -204,7 +204,7 @@ def candidate_query(
 
 
 def window_query(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -224,7 +224,7 @@ def window_query(
     window = params.kw_window if clauses else 0
     if use_ann:
         k = max(params.ann_k, size, params.limit)
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
+        ann = dialect.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
         window += k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
@@ -234,7 +234,7 @@ def window_query(
 
 
 def fused(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
@@ -255,7 +255,7 @@ def fused(
         share = 0.0  # the BM25 script reads the query's own score: no clause may add to it
     weights = dict(weights)
     if share:
-        clause = sentence_clause(engine, params, parts, weights["vec"] * share)
+        clause = sentence_clause(dialect, params, parts, weights["vec"] * share)
         weights["vec"] *= 1.0 - share
     if coverage and w_kw > 0:
         rest = {k: v for k, v in weights.items() if k != "kw"}
@@ -265,7 +265,7 @@ def fused(
         return {
             "function_score": {
                 "query": scored,
-                "functions": signal_functions(engine, params, vector, now, rest, coverage),
+                "functions": signal_functions(dialect, params, vector, now, rest, coverage),
                 "score_mode": "sum",
                 "boost_mode": "sum",
             }
@@ -274,7 +274,7 @@ def fused(
         return {
             "function_score": {
                 "query": {"bool": {"filter": [query], "should": [clause]}},
-                "functions": signal_functions(engine, params, vector, now, weights, coverage),
+                "functions": signal_functions(dialect, params, vector, now, weights, coverage),
                 "score_mode": "sum",
                 "boost_mode": "sum",
             }
@@ -282,7 +282,7 @@ def fused(
     return {
         "function_score": {
             "query": query,
-            "functions": signal_functions(engine, params, vector, now, weights, coverage),
+            "functions": signal_functions(dialect, params, vector, now, weights, coverage),
             "score_mode": "sum",
             "boost_mode": "replace",
         }
@@ -290,7 +290,7 @@ def fused(
 
 
 def event_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -325,7 +325,7 @@ def event_body(
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
         first, window = window_query(
-            engine, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
+            dialect, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
         )
         # match_all in filter context: window docs that match no word still get scored.
         bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
@@ -333,7 +333,9 @@ def event_body(
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
-                "rescore_query": fused(engine, params, vector, now, weights, bm25, coverage, parts),
+                "rescore_query": fused(
+                    dialect, params, vector, now, weights, bm25, coverage, parts
+                ),
                 "query_weight": 0.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",
@@ -341,7 +343,7 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, [*clauses, *proximity], require_keyword)
-        body["query"] = fused(engine, params, vector, now, weights, query, coverage, parts)
+        body["query"] = fused(dialect, params, vector, now, weights, query, coverage, parts)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)
     if params.explain:
@@ -350,7 +352,7 @@ def event_body(
 
 
 def two_stage_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -371,14 +373,14 @@ def two_stage_body(
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(
-        engine, db, params, clauses, vector, now, False, weights=stage1, size=size,
+        dialect, db, params, clauses, vector, now, False, weights=stage1, size=size,
         proximity=proximity, require_keyword=True,
     )  # fmt: skip
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit, size or 0),
         "query": {
             "rescore_query": fused(
-                engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}, parts=parts
+                dialect, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}, parts=parts
             ),
             "query_weight": 1.0,
             "rescore_query_weight": 1.0,

@@ -12,11 +12,12 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
-from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine, Search, raise_engine_error, shard_failure
+from kemem_es.engine.client import Engine, Search
+from kemem_es.engine.errors import raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
+from kemem_es.runtime import offload
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
@@ -174,7 +175,7 @@ class Searcher:
         dbs: list[Database] = []
         for db in DATABASES:
             approx = self._approx(db, params)
-            args = BodyArgs(self.engine, db, params, clauses, vector, now, approx)
+            args = BodyArgs(self.engine.dialect, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
             for body in mode_bodies(args, parts, ann_filtered, proximity):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
@@ -263,7 +264,7 @@ class Searcher:
         (``entity_limit=0``): the bridge still needs its window."""
         if not words:
             return None
-        body = entity_body(params, words, self.engine, vector)
+        body = entity_body(params, words, self.engine.dialect, vector)
         if body is None:
             return None
         prefix = self.engine.settings.index_prefix

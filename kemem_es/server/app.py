@@ -25,7 +25,7 @@ from kemem_es.errors import EngineUnavailable, KememError
 from kemem_es.server import dashboard, routes_memories, routes_query, routes_sessions
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
 from kemem_es.server.errors import error_response, install_handlers, public_reason, refusal
-from kemem_es.server.metrics import Metrics
+from kemem_es.server.metrics import METRICS_OPERATORS_ONLY, Metrics
 
 log = logging.getLogger("kemem_es.server")
 
@@ -296,8 +296,10 @@ def create_app(
         return JSONResponse(ready)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=False)
-    def metrics(request: Request, _: Access = Depends(authenticate)) -> Response:
+    def metrics(request: Request, access: Access = Depends(authenticate)) -> Response:
         m: Metrics = app.state.metrics
+        if access.agents is not None:  # server-wide numbers: not for a key of some agents
+            return error_response(403, "forbidden", METRICS_OPERATORS_ONLY)
         if not m.enabled:
             return error_response(404, "not_found", "metrics need prometheus_client installed")
         data, ctype = m.render()

@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+# The counters are the whole server's (every agent's traffic): a key that serves only some
+# agents must not watch the others' (the README: a key sees only its agents). Numbers per agent
+# would need a label per agent on every series; the aggregate is an operator's, so a key
+# without "*" is refused it (/metrics: 403; the dashboard's live panel: hidden).
+METRICS_OPERATORS_ONLY = (
+    'metrics are server-wide (every agent\'s traffic): only an operator key (agents ["*"]) '
+    "reads them"
+)
+
 
 class Metrics:
     registry: CollectorRegistry | None

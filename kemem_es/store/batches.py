@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from kemem_es.engine.client import check_bulk, check_shards, engine_errors
-from kemem_es.errors import ConcurrentChange
+from kemem_es.engine.errors import check_bulk, check_shards
+from kemem_es.errors import ConcurrentChange, activity
 from kemem_es.store.documents import utc_now
 from kemem_es.store.scope import Scope
 from kemem_es.store.sessions import SessionStore, Versioned, batch_key
@@ -79,7 +79,7 @@ class Batches:
         meta = self._meta(scope, src["session_id"], int(src["first_seq"]))
         meta |= {"if_seq_no": batch.seq_no, "if_primary_term": batch.primary_term}
         doc = {**src, **fields}
-        with engine_errors("updating a batch"):
+        with activity("updating a batch"):
             resp = self.engine.bulk([{"index": meta}, doc])
         item = resp["items"][0]["index"]
         if item.get("status") == 409:
@@ -139,7 +139,7 @@ class Batches:
             "sort": [{"at": "asc"}],
             "seq_no_primary_term": True,
         }
-        with engine_errors("listing open batches"):
+        with activity("listing open batches"):
             self.engine.refresh(self.store.alias)
             resp = self.engine.search(self.store.alias, body)
         out = []

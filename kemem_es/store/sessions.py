@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action
-from kemem_es.engine.client import Engine, check_bulk, check_shards, engine_errors
-from kemem_es.errors import ConcurrentChange
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import check_bulk, check_shards
+from kemem_es.errors import ConcurrentChange, activity
 from kemem_es.store import history
 from kemem_es.store.documents import utc_now
 from kemem_es.store.layout import index_alias
@@ -86,7 +87,7 @@ class SessionStore:
                 },
             },
         }
-        with engine_errors("installing the sessions index"):
+        with activity("installing the sessions index"):
             put_template(self.engine, self.alias, body)
             if not self.engine.index_exists(self.alias):
                 index = f"{self.alias}-v{template_version(SESSIONS)}"
@@ -113,7 +114,7 @@ class SessionStore:
             return []
         self.install()
         refs = [self._ref(scope, k) for k in keys]
-        with engine_errors("reading a session"):
+        with activity("reading a session"):
             docs = self.engine.get_many(refs)
         out: list[Versioned | None] = []
         for doc in docs:
@@ -192,7 +193,7 @@ class SessionStore:
         self.install()
         lines = self._message_lines(scope, session_id, messages) + list(extra)
         lines += self._state_line(scope, session_id, state, version)
-        with engine_errors("writing a session"):
+        with activity("writing a session"):
             resp = self.engine.bulk(lines)
         items = [next(iter(i.values())) for i in resp["items"]]
         if items[-1].get("status") == 409:
@@ -210,7 +211,7 @@ class SessionStore:
         if not messages:
             return []
         self.install()
-        with engine_errors("storing session messages"):
+        with activity("storing session messages"):
             resp = self.engine.bulk(self._message_lines(scope, session_id, messages))
         check_bulk(
             {"items": [i for i in resp["items"] if i["create"].get("status") != 409]},
@@ -221,7 +222,7 @@ class SessionStore:
     # -- listings (after a refresh: what this process wrote counts) --------------------------
     def _search(self, scope: Scope, body: dict[str, Any], doing: str) -> dict[str, Any]:
         self.install()
-        with engine_errors(doing):
+        with activity(doing):
             self.engine.refresh(self.alias, self.engine.read_timeout)
             resp = self.engine.search(self.alias, body, routing=scope.routing)
         return check_shards(resp, doing)
@@ -268,7 +269,7 @@ class SessionStore:
             "sort": [{"indexed_at": {"order": "desc", "missing": "_last"}}, {"uid": "asc"}],
             "_source": {"excludes": ["vector", "vector_code", "*_tok", "meta", "content_hash"]},
         }
-        with engine_errors("reading the overview"):
+        with activity("reading the overview"):
             resp = self.engine.search(alias, body, ignore_unavailable=True, routing=scope.routing)
         return [h["_source"] for h in check_shards(resp, "reading the overview")["hits"]["hits"]]
 
@@ -280,14 +281,14 @@ class SessionStore:
         messages, state and batches. One history entry per session (kind ``sessions``): a
         DELETE with the message count, or with ``forget`` a FORGET that keeps no text.
         Returns how many messages were deleted."""
-        with engine_errors("deleting sessions"):
+        with activity("deleting sessions"):
             if not self._installed and not self.engine.index_exists(self.alias):
                 return 0  # no session was ever stored under this prefix
         filters = [*scope.filters()]
         if session_id is not None:
             filters.append({"term": {"session_id": session_id}})
         counts = self._message_counts(scope, filters)
-        with engine_errors("deleting sessions"):
+        with activity("deleting sessions"):
             self.engine.delete_by_query(self.alias, {"query": {"bool": {"filter": filters}}})
         event: Action = "FORGET" if forget else "DELETE"
         entries = []
@@ -296,7 +297,7 @@ class SessionStore:
             doc = history.entry(scope, f"session:{sid}", "events", event, actor, reason=reason)
             entries.append(doc | {"kind": SESSIONS})  # a session's entry, not a memory's
         if entries:
-            with engine_errors("recording history"):
+            with activity("recording history"):
                 check_bulk(history.write(self.engine, entries), "recording history")
         return sum(counts.values())
 

@@ -16,8 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from kemem_es.engine.client import Engine, status_of
-from kemem_es.errors import MappingConflict
+from kemem_es.engine.client import Engine
+from kemem_es.errors import EngineRefused, MappingConflict
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store.layout import (
     DATABASES,
@@ -99,7 +99,7 @@ def memory_index_body(engine: Engine, db: Database, kind: MemoryKind, dims: int)
     """``index_body`` with this installation's choices (quantisation, shards, replicas)."""
     s = engine.settings
     shards = s.user_shards if db == "user" else s.official_shards
-    return index_body(kind, engine.dialect, dims, s.vector_quantization, shards, s.replicas)
+    return index_body(kind, engine.dialect.name, dims, s.vector_quantization, shards, s.replicas)
 
 
 @dataclass
@@ -113,8 +113,8 @@ def _create(engine: Engine, index: str, body: dict[str, Any]) -> str:
     """Create an index; losing a race to another installer is fine (same template)."""
     try:
         engine.create_index(index, body)
-    except Exception as exc:
-        if status_of(exc) == 400 and "already_exists" in str(exc):
+    except EngineRefused as exc:
+        if "already_exists" in exc.reason:
             return "exists"
         raise
     return "created"
