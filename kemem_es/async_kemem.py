@@ -112,6 +112,7 @@ class AsyncKemem:
     count = _awaitable(Kemem.count)
     history = _awaitable(Kemem.history)
     stats = _awaitable(Kemem.stats)
+    repair_history = _awaitable(Kemem.repair_history)
     cleanup = _awaitable(Kemem.cleanup)
     init = _awaitable(Kemem.init)
     index_file = _awaitable(Kemem.index_file)

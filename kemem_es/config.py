@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     )
     # Shards of new memory indices. Every scope is routed to one shard, so a chat query reads
     # one shard per index whatever the count: more user-db shards mean smaller graphs to search
-    # per user (see README "Sizing shards and replicas"); the official db routes by agent.
+    # per user (docs/operations.md, "Sizing shards"); the official db routes by agent.
     user_shards: int = Field(default=1, ge=1, le=1024, description="primaries, user db indices")
     official_shards: int = Field(
         default=1, ge=1, le=1024, description="primaries, official db indices"

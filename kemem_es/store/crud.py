@@ -322,10 +322,8 @@ class Crud:
         return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
-        # A kind whose index does not exist yet (a fresh prefix written without ``init``: the
-        # first add creates only its own kind's index) lists as empty, not as an outage.
         with activity("listing memories"):
-            resp = self.engine.search(indices, body, ignore_unavailable=True, routing=scope.routing)
+            resp = self.engine.search(indices, body, routing=scope.routing)
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
     def _open_pit(self, indices: str, scope: Scope) -> str | None:
@@ -384,15 +382,10 @@ class Crud:
     ) -> int:
         query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
         self.before_read(scope, _kinds(kind))
-        total = 0
-        for k in _kinds(kind):
-            try:
-                with activity("counting memories"):
-                    total += self.engine.count(self.alias(scope, k), query, scope.routing)
-            except EngineUnavailable as exc:
-                if not index_missing(exc):
-                    raise
-        return total  # a kind whose index does not exist yet has none
+        with activity("counting memories"):
+            return sum(
+                self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
+            )
 
     def history(
         self, scope: Scope, memory_id: str, limit: int = history.LIMIT

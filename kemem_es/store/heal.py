@@ -27,7 +27,7 @@ def reopen(engine: Engine) -> list[str]:
                 continue
             with activity(f"reopening {alias}"):
                 for index in engine.get_index(alias):
-                    engine.client.indices.close(index=index)
-                    engine.client.indices.open(index=index, wait_for_active_shards="1")
+                    engine.request("POST", f"/{index}/_close")
+                    engine.request("POST", f"/{index}/_open", params={"wait_for_active_shards": 1})
                     done.append(index)
     return done

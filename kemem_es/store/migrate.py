@@ -215,7 +215,7 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     off their stored vector: until then anchor feedback passes them by. The index is given the
     field first (``templates.check_compatible``). Asks again for memories still without a code
     until none is left (never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN
-    reader, see the README); one partial update per memory. No history entry: what the memory
+    reader, docs/operations.md); one partial update per memory. No history entry: what the memory
     says does not change."""
     reports = []
     prefix = engine.settings.index_prefix

@@ -255,6 +255,9 @@ def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind)
     alias = index_alias(engine.settings.index_prefix, db, kind)
     prefix = engine.settings.index_prefix
     if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
-        install(engine, dims, dbs=(db,), kinds=(kind,))
+        # Both kinds of the database (idempotent for one that exists): a fresh prefix written
+        # without ``init`` lists and counts over both kinds (issue 40), while a listing over
+        # an index deleted under a running server still says "run init".
+        install(engine, dims, dbs=(db,), kinds=KINDS)
         return
     check_compatible(engine, alias, memory_index_body(engine, db, kind, dims))

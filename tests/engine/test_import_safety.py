@@ -401,10 +401,13 @@ def test_cli_memory_commands_and_confirmations(kemem, tmp_path) -> None:
 
 
 def _timeout() -> Exception:
-    """The engine client's read timeout: the request went out, no answer came back."""
+    """The engine client's read timeout: the request went out, no answer came back; as
+    ``Engine.bulk`` raises it since the engine seam (translated: a KememError)."""
     from opensearchpy.exceptions import ConnectionTimeout
 
-    return ConnectionTimeout("TIMEOUT", "read timed out", None)
+    from kemem_es.engine.errors import translate_client_error
+
+    return translate_client_error(ConnectionTimeout("TIMEOUT", "read timed out", None), "bulk")
 
 
 def test_a_failed_batch_is_never_dropped_while_another_succeeds(kemem) -> None:

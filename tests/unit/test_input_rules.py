@@ -178,5 +178,7 @@ def test_a_dot_segment_memory_id_is_refused(memory_id: str) -> None:
     """URL clients resolve '.' and '..' away: /v1/memories/./history is /v1/memories/history,
     and the dashboard's delete of '.' reached the scope delete."""
     (problem,) = problems(event(id=memory_id))
-    assert problem.startswith("record 1: id: ") and "dot segments" in problem
+    # " .. " is refused before: ids are not stripped (issue 40), so it never becomes ".."
+    why = "whitespace" if memory_id != memory_id.strip() else "dot segments"
+    assert problem.startswith("record 1: id: ") and why in problem
     assert problems(event(id="..."), event(id=".x"), event(id="x..")) == []
