@@ -835,7 +835,16 @@ class Kemem:
             SessionStore(self.engine), s.session, lambda: self.extractor, self._summarizer,
             self.writes, lambda: self.token_counter,
         )  # fmt: skip
-        return Sessions(manager, self.query, lambda: self.token_counter, s.session, s.index_prefix)
+        return Sessions(
+            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix
+        )
+
+    def _recall(
+        self, text: str, *, user_id: str, agent_id: str, degrade: bool | None = None,
+        **options: Any,
+    ) -> QueryResponse:  # fmt: skip
+        """``query`` as the context's recall (its options are checked by QueryParams)."""
+        return self.query(text, user_id=user_id, agent_id=agent_id, degrade=degrade, **options)
 
     def _append(
         self, data: AddInput, scope: Scope, session_id: str, names: Mapping[str, str],

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from kemem_es.cli.common import err_console, guarded, options_named
-from kemem_es.kemem import Kemem
 
 OPTION_NAMES = {
     "message": "MESSAGE",
@@ -36,6 +35,8 @@ def context(
 ) -> None:
     """The three-part context of a chat turn (prompt text; token counts on stderr)."""
     with guarded(), options_named(OPTION_NAMES):
+        from kemem_es.kemem import Kemem  # loaded when run, not for --help
+
         km = Kemem(model_dir=model_dir)
         try:
             ctx = km.context(

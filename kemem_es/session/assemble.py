@@ -95,9 +95,35 @@ def assemble(inp: Inputs, counter: TokenCounter) -> ContextResult:
     total_share = sum(inp.shares) or 1.0
     d_share, o_share, x_share = (s / total_share for s in inp.shares)
     notes = list(inp.notes)
-
-    # 1. the dialogue: the current message always, then the newest turns whole.
     last = dialogue_line(user, inp.message)
+    kept, summary, used, must, d_cap = _dialogue(inp, fit, last, user, agent, d_share, notes)
+    over, entities, events = _not_repeated(inp, kept, summary)
+    # details (entities first) and the overview, each whole or not at all
+    x_cap = int(x_share * n) + (d_cap - used if d_cap > must else 0)
+    o_cap = int(o_share * n)
+    ent_kept, x_used = _take(entities, lambda h: _entity_cost(h, fit, inp, user, agent), x_cap, 2)
+    over_newest, o_used = _take(over, lambda h: fit.cost(event_text(h, inp.now)), o_cap, 1)
+    ev_cap = x_cap - x_used + o_cap - o_used
+    ev_cost = lambda h: fit.cost(event_text(h, inp.now))  # noqa: E731
+    ev_kept, _ = _take(events, ev_cost, ev_cap, 1 if ent_kept else 2)
+    dropped = len(entities) + len(events) + len(over) - len(ent_kept) - len(ev_kept)
+    dropped -= len(over_newest)
+    if dropped:
+        notes.append(f"{dropped} memorie(s) did not fit their share and were left out whole")
+    parts = _Parts(kept, summary, over_newest, ent_kept, ev_kept, last, user, agent, inp.now)
+    text = parts.text()
+    while counter.count(text) > n and parts.drop_one():  # exact count of the whole text
+        text = parts.text()
+        notes.append("one more line left out: the exact count of the whole text was over budget")
+    return _result(inp, parts, text, counter, notes)
+
+
+def _dialogue(
+    inp: Inputs, fit: _Fit, last: str, user: str, agent: str, share: float, notes: list[str]
+) -> tuple[list[dict[str, Any]], str, int, int, int]:
+    """The current message always, then the newest turns whole, then the summary if it fits:
+    (turns kept, summary, tokens used, the message's own need, the dialogue's cap)."""
+    n = inp.budget
     must = fit.cost(DIALOGUE_HEADER) + fit.cost(last)
     if must > n:
         raise InvalidInput(
@@ -105,79 +131,62 @@ def assemble(inp: Inputs, counter: TokenCounter) -> ContextResult:
             "its header); the last turn is always given verbatim",
             field="max_tokens",
         )
-    d_cap = max(must, int(d_share * n))
+    cap = max(must, int(share * n))
     used = must
     kept: list[dict[str, Any]] = []
     for turn in reversed(inp.turns):
         c = fit.cost(dialogue_line(_speaker(turn, user, agent), turn["content"]))
-        if used + c > d_cap:
+        if used + c > cap:
             break
         kept.append(turn)
         used += c
     kept.reverse()
-    left_out = len(inp.turns) - len(kept)
     summary = inp.summary.strip()
     if summary:
         c = fit.cost(SUMMARY_HEADER) + fit.cost(one_line(summary))
-        if used + c <= d_cap:
+        if used + c <= cap:
             used += c
         else:
             notes.append("the running summary did not fit the dialogue's share: left out")
             summary = ""
+    left_out = len(inp.turns) - len(kept)
     if left_out:
-        notes.append(
-            f"{left_out} older turn(s) did not fit the dialogue's share: "
-            + (
-                "they are being summarised"
-                if inp.can_summarize
-                else "no LLM configured, so they were dropped, not summarised"
-            )
+        why = (
+            "they are being summarised"
+            if inp.can_summarize
+            else "no LLM configured, so they were dropped, not summarised"
         )
+        notes.append(f"{left_out} older turn(s) did not fit the dialogue's share: {why}")
+    return kept, summary, used, must, cap
 
-    # 2. no overlap: what the dialogue and summary hold, then the overview, is not repeated.
+
+def _not_repeated(
+    inp: Inputs, kept: list[dict[str, Any]], summary: str
+) -> tuple[list[EventHit], list[EntityHit], list[EventHit]]:
+    """The overview without what the dialogue holds; the recalled entities (by tier) and
+    events without the overview's events and without what any earlier part holds."""
     known = [t["content"] for t in kept] + [inp.message] + ([summary] if summary else [])
     over = [overview_hit(s) for s in inp.overview]
-    over = [
-        h for h, new in zip(over, unknown([h.description for h in over], known), strict=True) if new
-    ]
+    fresh = unknown([h.description for h in over], known)
+    over = [h for h, new in zip(over, fresh, strict=True) if new]
     known += [h.description for h in over]
+    if inp.recall is None:
+        return over, [], []
     over_ids = {h.index for h in over}
-    entities: list[EntityHit] = []
-    events: list[EventHit] = []
-    if inp.recall is not None:
-        rec_events = [
-            e for e in inp.recall.memory_events if not (e.db == "user" and e.index in over_ids)
-        ]
-        rec_entities = sorted(inp.recall.memory_entities, key=lambda e: e.tier)
-        descs = [e.description for e in rec_entities] + [e.description for e in rec_events]
-        fresh = unknown(descs, known)
-        entities = [e for e, ok in zip(rec_entities, fresh, strict=False) if ok]
-        events = [e for e, ok in zip(rec_events, fresh[len(rec_entities) :], strict=True) if ok]
+    rec_events = [
+        e for e in inp.recall.memory_events if not (e.db == "user" and e.index in over_ids)
+    ]
+    rec_entities = sorted(inp.recall.memory_entities, key=lambda e: e.tier)
+    descs = [e.description for e in rec_entities] + [e.description for e in rec_events]
+    fresh = unknown(descs, known)
+    entities = [e for e, ok in zip(rec_entities, fresh, strict=False) if ok]
+    events = [e for e, ok in zip(rec_events, fresh[len(rec_entities) :], strict=True) if ok]
+    return over, entities, events
 
-    # 3. details (entities first) and the overview, each whole or not at all.
-    x_cap = int(x_share * n) + (d_cap - used if d_cap > must else 0)
-    o_cap = int(o_share * n)
-    ent_kept, x_used = _take(entities, lambda h: _entity_cost(h, fit, inp, user, agent), x_cap, 2)
-    over_newest, o_used = _take(over, lambda h: fit.cost(event_text(h, inp.now)), o_cap, 1)
-    ev_kept, _ = _take(
-        events,
-        lambda h: fit.cost(event_text(h, inp.now)),
-        x_cap - x_used + o_cap - o_used,
-        1 if ent_kept else 2,
-    )
-    dropped = (
-        (len(entities) - len(ent_kept))
-        + (len(events) - len(ev_kept))
-        + (len(over) - len(over_newest))
-    )
-    if dropped:
-        notes.append(f"{dropped} memorie(s) did not fit their share and were left out whole")
 
-    parts = _Parts(kept, summary, over_newest, ent_kept, ev_kept, last, user, agent, inp.now)
-    text = parts.text()
-    while counter.count(text) > n and parts.drop_one():  # exact count of the whole text
-        text = parts.text()
-        notes.append("one more line left out: the exact count of the whole text was over budget")
+def _result(
+    inp: Inputs, parts: _Parts, text: str, counter: TokenCounter, notes: list[str]
+) -> ContextResult:
     tokens = ContextTokens(
         dialogue=counter.count(parts.dialogue_text()),
         summary=counter.count(parts.summary_text()),
@@ -185,35 +194,30 @@ def assemble(inp: Inputs, counter: TokenCounter) -> ContextResult:
         details=counter.count(parts.details_text()),
         total=counter.count(text),
     )
+    turns = [
+        DialogueTurn(
+            seq=t.get("seq"), role=t["role"], name=t.get("name"), content=t["content"],
+            at=t.get("at"),
+        )
+        for t in parts.turns
+    ]  # fmt: skip
+    overview = [
+        OverviewEvent(
+            id=h.index, description=h.description, created_at=h.created_at, place=h.place,
+            text=event_text(h, inp.now),
+        )
+        for h in parts.overview
+    ]  # fmt: skip
     return ContextResult(
         session_id=inp.session_id,
-        dialogue=[
-            DialogueTurn(
-                seq=t.get("seq"),
-                role=t["role"],
-                name=t.get("name"),
-                content=t["content"],
-                at=t.get("at"),
-            )
-            for t in parts.turns
-        ]
-        + [DialogueTurn(role="user", name=inp.user_name, content=inp.message)],
+        dialogue=[*turns, DialogueTurn(role="user", name=inp.user_name, content=inp.message)],
         summary=parts.summary,
-        overview=[
-            OverviewEvent(
-                id=h.index,
-                description=h.description,
-                created_at=h.created_at,
-                place=h.place,
-                text=event_text(h, inp.now),
-            )
-            for h in parts.overview
-        ],
+        overview=overview,
         entities=parts.entities,
         events=parts.events,
         text=text,
         tokens=tokens,
-        budget=n,
+        budget=inp.budget,
         tokenizer=counter.name,
         degraded=inp.degraded,
         notes=notes,

@@ -24,24 +24,27 @@ from kemem_es.errors import (
     ConcurrentChange,
     ExtractionError,
     ExtractorNotConfigured,
-    InvalidInput,
     KememError,
 )
 from kemem_es.memory.extract import Extraction, Extractor
-from kemem_es.memory.inputs import utf8_text
 from kemem_es.session.fallback import fallback_extraction
 from kemem_es.session.summary import Summarizer
 from kemem_es.session.tokens import TokenCounter
+from kemem_es.session.turns import ROLES, normalise
 from kemem_es.session.window import Cut, SessionState, cuts, dialogue_from
 from kemem_es.session.worker import Worker
 from kemem_es.store.batches import Batches
 from kemem_es.store.scope import Scope
-from kemem_es.store.sessions import SessionStore, Versioned, checked_session
+from kemem_es.store.sessions import (
+    SessionStore,
+    Versioned,
+    batch_key,
+    checked_session,
+    message_key,
+)
 
 log = logging.getLogger("kemem_es.session")
 
-ROLES = ("user", "assistant")
-SKIPPED_ROLES = ("system", "developer", "tool", "function")
 RETRIES = 5
 PROBE = 16  # messages looked at past a state's next_seq (a call whose state write was lost)
 TRIES = 3  # a batch's job tries this often in a row (then: the next append or resume)
@@ -80,48 +83,6 @@ def _iso(t: datetime) -> str:
 
 def _parse(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
-def normalise(messages: object) -> list[dict[str, Any]]:
-    """``add``'s messages as session turns: a text is the user's; system / tool messages are not
-    dialogue and are left out; ``name`` and ``seq`` are kept when given."""
-    if isinstance(messages, str):
-        messages = [{"role": "user", "content": messages}]
-    elif isinstance(messages, Mapping):
-        messages = [messages]
-    if not isinstance(messages, Sequence):
-        raise InvalidInput("messages: a text or a list of {role, content}", field="messages")
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        if isinstance(m, str):
-            m = {"role": "user", "content": m}
-        if not isinstance(m, Mapping) or not isinstance(m.get("content"), str):
-            raise InvalidInput(
-                f"messages[{i}]: expected {{'role': ..., 'content': '...'}}", field=f"messages[{i}]"
-            )
-        role = str(m.get("role") or "user")
-        if role in SKIPPED_ROLES:
-            continue
-        if role not in ROLES:
-            raise InvalidInput(
-                f"messages[{i}].role: user or assistant, not {role!r}", field=f"messages[{i}].role"
-            )
-        turn: dict[str, Any] = {
-            "role": role,
-            "content": utf8_text(m["content"], f"messages[{i}].content"),
-        }
-        if isinstance(m.get("name"), str) and m["name"].strip():
-            turn["name"] = m["name"].strip()
-        if m.get("seq") is not None:
-            if not isinstance(m["seq"], int) or isinstance(m["seq"], bool) or m["seq"] < 0:
-                raise InvalidInput(
-                    f"messages[{i}].seq: a whole number ≥ 0", field=f"messages[{i}].seq"
-                )
-            turn["seq"] = m["seq"]
-        out.append(turn)
-    if any("seq" in t for t in out) and not all("seq" in t for t in out):
-        raise InvalidInput("messages: give seq for every message or for none", field="seq")
-    return out
 
 
 class SessionManager:
@@ -176,7 +137,8 @@ class SessionManager:
                         raise
         for cut in done.batches if start else []:
             self._submit(scope, sid, cut.first_seq)
-        self._maybe_summarize(scope, sid)
+        if self.summarizer() is not None:  # the window's size is checked off the caller's time
+            self.worker.submit("summary check", lambda: self._maybe_summarize(scope, sid))
         return done
 
     def _append_once(
@@ -188,17 +150,24 @@ class SessionManager:
         flush: str | None,
         now: datetime,
     ) -> Outcome:
+        """Three round trips: the state; the open batches and the numbers past the state's
+        end (one read); the messages, new batch records and the state (one write)."""
         version = self.store.state(scope, sid)
         state = SessionState.of(version.source if version else None)
-        state = self._prune(scope, sid, state)
+        explicit = bool(turns) and "seq" in turns[0]
+        probe = [] if explicit else [message_key(sid, state.next_seq + i) for i in range(PROBE)]
+        n_open = len(state.open_batches)
+        docs = self.store.get_docs(
+            scope, [*(batch_key(sid, f) for f in state.open_batches), *probe]
+        )
+        ahead = [d.source for d in docs[n_open:] if d is not None]
+        state = self._prune(scope, sid, state, docs[:n_open])
         last = _parse(state.last_at)
         idle = last is not None and (now - last).total_seconds() > self.settings.idle_s
-        state, idle_cuts = cuts(
-            state, self.settings.trigger_turns, self.settings.batch_turns, "idle" if idle else None
-        )
-        seqs = self._seqs(scope, sid, state, turns)
+        trigger, size = self.settings.trigger_turns, self.settings.batch_turns
+        state, idle_cuts = cuts(state, trigger, size, "idle" if idle else None)
+        seqs = _numbers(turns, state.next_seq, ahead)
         stamped = [{**t, "seq": s, "at": _iso(now)} for t, s in zip(turns, seqs, strict=True)]
-        statuses = self.store.put_messages(scope, sid, stamped)
         state = replace(
             state,
             next_seq=max([state.next_seq, *(s + 1 for s in seqs)]),
@@ -206,42 +175,23 @@ class SessionManager:
             user_name=names.get("user_name") or state.user_name,
             agent_name=names.get("agent_name") or state.agent_name,
         )
-        state, new_cuts = cuts(state, self.settings.trigger_turns, self.settings.batch_turns, flush)
-        batch_names = {
+        state, new_cuts = cuts(state, trigger, size, flush)
+        who = {
             k: v for k, v in (("user_name", state.user_name), ("agent_name", state.agent_name)) if v
         }
-        for cut in [*idle_cuts, *new_cuts]:
-            self.batches.create(scope, sid, cut.first_seq, cut.last_seq, cut.reason, batch_names)
-        self.store.put_state(scope, sid, state.fields(), version)
+        lines = [
+            line
+            for c in [*idle_cuts, *new_cuts]
+            for line in self.batches.lines(scope, sid, c.first_seq, c.last_seq, c.reason, who)
+        ]
+        statuses = self.store.write(scope, sid, stamped, lines, state.fields(), version)
         stored = sum(s == "created" for s in statuses)
         return Outcome(sid, seqs, stored, [*idle_cuts, *new_cuts])
 
-    def _seqs(
-        self, scope: Scope, sid: str, state: SessionState, turns: list[dict[str, Any]]
-    ) -> list[int]:
-        """Given numbers, else the next ones. A state behind the stored messages (its write was
-        lost in a crash) is caught up; the same messages found right there are that same call
-        sent again, and keep their numbers (stored once)."""
-        if turns and "seq" in turns[0]:
-            return [int(t["seq"]) for t in turns]
-        start = state.next_seq
-        ahead = self.store.messages_by_seq(scope, sid, start, start + PROBE - 1)
-        if ahead:
-            by_seq = {int(d["seq"]): d for d in ahead}
-            same = all(
-                by_seq.get(start + i, {}).get("content") == t["content"]
-                and by_seq.get(start + i, {}).get("role") == t["role"]
-                for i, t in enumerate(turns)
-            )
-            if not same:
-                start = max(by_seq) + 1
-        return list(range(start, start + len(turns)))
-
-    def _prune(self, scope: Scope, sid: str, state: SessionState) -> SessionState:
+    def _prune(
+        self, scope: Scope, sid: str, state: SessionState, docs: Sequence[Versioned | None]
+    ) -> SessionState:
         """Batches done since are no longer open; those whose lease passed start again."""
-        if not state.open_batches:
-            return state
-        docs = self._batch_docs(scope, sid, state.open_batches)
         still = []
         for first, doc in zip(state.open_batches, docs, strict=True):
             if doc is None or doc.source.get("status") in ("done", "failed"):
@@ -253,8 +203,6 @@ class SessionManager:
         return replace(state, open_batches=tuple(still))
 
     def _batch_docs(self, scope: Scope, sid: str, firsts: Sequence[int]) -> list[Versioned | None]:
-        from kemem_es.store.sessions import batch_key
-
         return self.store.get_docs(scope, [batch_key(sid, f) for f in firsts])
 
     def end(self, scope: Scope, session_id: object, reason: str = "end") -> Outcome:
@@ -263,17 +211,26 @@ class SessionManager:
 
     # -- the dialogue -----------------------------------------------------------------------
     def view(self, scope: Scope, session_id: object) -> View:
+        """Two round trips: the state, then its open batches and every turn the dialogue may
+        show (from the oldest open batch) in one read."""
         sid = checked_session(session_id)
         version = self.store.state(scope, sid)
         state = SessionState.of(version.source if version else None)
-        docs = self._batch_docs(scope, sid, state.open_batches)
+        lo = max(dialogue_from(state, list(state.open_batches)), state.next_seq - MAX_DIALOGUE)
+        seqs = range(lo, state.next_seq)
+        keys = [
+            *(batch_key(sid, f) for f in state.open_batches),
+            *(message_key(sid, n) for n in seqs),
+        ]
+        docs = self.store.get_docs(scope, keys)
+        n_open = len(state.open_batches)
         undone = [
             f
-            for f, d in zip(state.open_batches, docs, strict=True)
+            for f, d in zip(state.open_batches, docs[:n_open], strict=True)
             if d is not None and d.source.get("status") not in ("done", "failed")
         ]
         first = max(dialogue_from(state, undone), state.next_seq - MAX_DIALOGUE)
-        turns = self.store.messages_by_seq(scope, sid, first, state.next_seq - 1)
+        turns = [d.source for d in docs[n_open:] if d is not None and int(d.source["seq"]) >= first]
         return View(state, turns, len(undone))
 
     # -- background jobs ---------------------------------------------------------------------
@@ -364,13 +321,11 @@ class SessionManager:
 
     # -- the running summary -----------------------------------------------------------------
     def _maybe_summarize(self, scope: Scope, sid: str) -> None:
-        if self.summarizer() is None:
-            return
         view = self.view(scope, sid)
         budget = self.settings.max_tokens * self.settings.shares[0] * self.settings.summary_at
         count = self.counter().count
         if sum(count(t["content"]) for t in view.turns) > budget and len(view.turns) > 2:
-            self.worker.submit("summary of a session", lambda: self.summarize(scope, sid))
+            self.summarize(scope, sid)
 
     def summarize(self, scope: Scope, sid: str) -> None:
         """Fold the older half of the dialogue into the running summary."""
@@ -392,3 +347,21 @@ class SessionManager:
                 return
             updated = replace(current, summary=text, summary_upto=upto)
             self.store.put_state(scope, sid, updated.fields(), version)
+
+
+def _numbers(turns: list[dict[str, Any]], start: int, ahead: list[dict[str, Any]]) -> list[int]:
+    """Given numbers, else the next ones. Messages stored past the state's end (a call whose
+    state write was lost in a crash): the same messages right there are that call sent again
+    and keep their numbers (stored once); others are skipped past."""
+    if turns and "seq" in turns[0]:
+        return [int(t["seq"]) for t in turns]
+    if ahead:
+        by_seq = {int(d["seq"]): d for d in ahead}
+        same = all(
+            by_seq.get(start + i, {}).get("content") == t["content"]
+            and by_seq.get(start + i, {}).get("role") == t["role"]
+            for i, t in enumerate(turns)
+        )
+        if not same:
+            start = max(by_seq) + 1
+    return list(range(start, start + len(turns)))

@@ -134,7 +134,13 @@ class Sessions:
             pending=view.pending if view else 0,
             degraded=degraded,
         )
-        return assemble(inp, self.counter())
+        result = assemble(inp, self.counter())
+        t = result.tokens  # token use per agent (ids and counts only: never the text)
+        log.info(
+            "context agent_id=%s tokens=%d/%d dialogue=%d summary=%d overview=%d details=%d",
+            scope.agent_id, t.total, budget, t.dialogue, t.summary, t.overview, t.details,
+        )  # fmt: skip
+        return result
 
     def _recall(
         self,

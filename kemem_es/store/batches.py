@@ -45,7 +45,7 @@ class Batches:
         key = batch_key(session_id, first_seq)
         return {"_index": self.store.alias, "_id": scope.doc_id(key), "routing": scope.routing}
 
-    def create(
+    def lines(
         self,
         scope: Scope,
         session_id: str,
@@ -53,10 +53,9 @@ class Batches:
         last_seq: int,
         reason: str,
         names: Mapping[str, str],
-    ) -> bool:
-        """A pending batch (idempotent: the same first message again changes nothing).
-        Returns whether it was created now."""
-        self.store.install()
+    ) -> list[dict[str, Any]]:
+        """The bulk lines that record a pending batch (``create``: recording the same first
+        message again changes nothing), to go with the session's write."""
         key = batch_key(session_id, first_seq)
         doc = {
             **self.store._base(scope, session_id, "batch", key),
@@ -68,13 +67,7 @@ class Batches:
             "at": utc_now(),
             **names,
         }
-        with activity("recording a batch for extraction"):
-            resp = self.engine.bulk([{"create": self._meta(scope, session_id, first_seq)}, doc])
-        item = resp["items"][0]["create"]
-        if item.get("status") == 409:
-            return False
-        check_bulk(resp, "recording a batch for extraction")
-        return True
+        return [{"create": self._meta(scope, session_id, first_seq)}, doc]
 
     def get(self, scope: Scope, session_id: str, first_seq: int) -> Versioned | None:
         (found,) = self.store.get_docs(scope, [batch_key(session_id, first_seq)])

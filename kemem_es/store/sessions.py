@@ -138,12 +138,9 @@ class SessionStore:
         return [d.source for d in self.get_docs(scope, keys) if d is not None]
 
     # -- writes -----------------------------------------------------------------------------
-    def put_state(
+    def _state_line(
         self, scope: Scope, session_id: str, fields: Mapping[str, Any], version: Versioned | None
-    ) -> None:
-        """Write the session's state over ``version`` (None: it must not exist yet);
-        ConcurrentChange when another writer changed it meanwhile."""
-        self.install()
+    ) -> list[dict[str, Any]]:
         key = state_key(session_id)
         doc = {**self._base(scope, session_id, "state", key), **fields}
         meta: dict[str, Any] = {
@@ -152,26 +149,13 @@ class SessionStore:
             "routing": scope.routing,
         }
         if version is None:
-            op = "create"
-        else:
-            op = "index"
-            meta |= {"if_seq_no": version.seq_no, "if_primary_term": version.primary_term}
-        with activity("writing a session's state"):
-            resp = self.engine.bulk([{op: meta}, doc])
-        item = next(iter(resp["items"][0].values()))
-        if item.get("status") == 409:
-            raise ConcurrentChange(f"session {session_id!r} changed meanwhile")
-        check_bulk(resp, "writing a session's state")
+            return [{"create": meta}, doc]
+        meta |= {"if_seq_no": version.seq_no, "if_primary_term": version.primary_term}
+        return [{"index": meta}, doc]
 
-    def put_messages(
+    def _message_lines(
         self, scope: Scope, session_id: str, messages: Sequence[Mapping[str, Any]]
-    ) -> list[str]:
-        """Store messages (each with ``seq``, ``role``, ``content``, optional ``name``/``at``)
-        with ``create``: a message whose (session, seq) is stored already is left as it is.
-        Returns per message ``"created"`` or ``"exists"``."""
-        if not messages:
-            return []
-        self.install()
+    ) -> list[dict[str, Any]]:
         lines: list[dict[str, Any]] = []
         for m in messages:
             key = message_key(session_id, int(m["seq"]))
@@ -184,17 +168,56 @@ class SessionStore:
                 "at": m.get("at") or utc_now(),
             }
             lines += [{"create": meta}, doc]
-        with activity("storing session messages"):
+        return lines
+
+    def put_state(
+        self, scope: Scope, session_id: str, fields: Mapping[str, Any], version: Versioned | None
+    ) -> None:
+        """Write the session's state over ``version`` (None: it must not exist yet);
+        ConcurrentChange when another writer changed it meanwhile."""
+        self.write(scope, session_id, [], [], fields, version)
+
+    def write(
+        self,
+        scope: Scope,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        extra: Sequence[dict[str, Any]],
+        state: Mapping[str, Any],
+        version: Versioned | None,
+    ) -> list[str]:
+        """One round trip: the messages (``create``: a (session, seq) stored already is left as
+        it is), ``extra`` bulk lines (batch records), then the state over ``version``.
+        Returns per message ``"created"`` or ``"exists"``; ConcurrentChange when the state
+        changed meanwhile (the messages and batches are stored: writing them again is a no-op)."""
+        self.install()
+        lines = self._message_lines(scope, session_id, messages) + list(extra)
+        lines += self._state_line(scope, session_id, state, version)
+        with activity("writing a session"):
             resp = self.engine.bulk(lines)
-        out = []
-        for item in resp["items"]:
-            status = item["create"].get("status", 0)
-            out.append("exists" if status == 409 else "created")
+        items = [next(iter(i.values())) for i in resp["items"]]
+        if items[-1].get("status") == 409:
+            raise ConcurrentChange(f"session {session_id!r} changed meanwhile")
+        check_bulk(
+            {"items": [i for i in resp["items"] if next(iter(i.values())).get("status") != 409]},
+            "writing a session",
+        )
+        return ["exists" if i.get("status") == 409 else "created" for i in items[: len(messages)]]
+
+    def put_messages(
+        self, scope: Scope, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> list[str]:
+        """Store messages without touching the state (see ``write``)."""
+        if not messages:
+            return []
+        self.install()
+        with activity("storing session messages"):
+            resp = self.engine.bulk(self._message_lines(scope, session_id, messages))
         check_bulk(
             {"items": [i for i in resp["items"] if i["create"].get("status") != 409]},
             "storing session messages",
         )
-        return out
+        return ["exists" if i["create"].get("status") == 409 else "created" for i in resp["items"]]
 
     # -- listings (after a refresh: what this process wrote counts) --------------------------
     def _search(self, scope: Scope, body: dict[str, Any], doing: str) -> dict[str, Any]:

@@ -44,7 +44,11 @@ router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
 _STARTED = time.time()
 _PACKAGE = "kemem_es.server.dashboard"
-STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC = {
+    "dashboard.js": "text/javascript",
+    "sessions.js": "text/javascript",
+    "dashboard.css": "text/css",
+}
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

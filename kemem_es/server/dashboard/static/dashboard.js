@@ -67,6 +67,8 @@
   const guarded = (fn) => async (...args) => {
     try { await fn(...args); } catch (e) { showError(e.message || String(e)); }
   };
+  // for the other tabs' scripts (sessions.js)
+  window.kememDashboard = { api, h, clear, guarded, showError };
 
   // -- key --------------------------------------------------------------------------------
   function keyState() {

@@ -16,12 +16,12 @@ from kemem_es.errors import InvalidInput
 from kemem_es.memory.inputs import join_messages
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.fallback import fallback_extraction, kept_sentences
-from kemem_es.session.manager import normalise
 from kemem_es.session.tokens import CharCounter, token_counter
+from kemem_es.session.turns import normalise
 from kemem_es.session.window import SessionState, cuts, dialogue_from
 
-DATA = Path(__file__).resolve().parent.parent / "bench" / "session_fallback"
-MODEL = Path(__file__).resolve().parent.parent.parent / "shared/models/m3e-small-onnx"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "session_fallback"
+MODEL = Path(__file__).resolve().parents[3] / "shared/models/m3e-small-onnx"
 NOW = datetime(2025, 6, 1, 20, 0).astimezone()
 
 

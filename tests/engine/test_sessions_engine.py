@@ -15,7 +15,7 @@ from llm_stub import serve_stub
 
 from kemem_es import Kemem
 
-DATA = Path(__file__).resolve().parent.parent / "bench" / "session_fallback"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "session_fallback"
 A = {"user_id": "u_mumu", "agent_id": "qiyu", "user_name": "木木", "agent_name": "祁煜"}
 SCOPE = {"user_id": "u_mumu", "agent_id": "qiyu"}
 
@@ -141,6 +141,8 @@ def test_messages_are_stored_once_listed_and_deleted_with_the_user(kemem: Kemem)
     kemem.delete_all(**SCOPE, forget=True)
     assert kemem.session_messages("s4", **SCOPE) == []
     assert kemem.list_sessions(**SCOPE) == []
+    (entry,) = kemem.history("session:s4", **SCOPE)  # one entry per session, without its text
+    assert entry.event == "FORGET" and entry.kind == "sessions" and entry.old_text is None
 
 
 @pytest.mark.engine

@@ -19,7 +19,7 @@ from kemem_es.store.sessions import SessionStore, batch_key
 
 CHILD = Path(__file__).resolve().parent / "session_child.py"
 SCOPE = {"user_id": "u_crash", "agent_id": "qiyu"}
-ANSWER = Path(__file__).resolve().parent.parent / "bench" / "session_fallback" / "dev.jsonl"
+ANSWER = Path(__file__).resolve().parents[2] / "bench" / "session_fallback" / "dev.jsonl"
 
 
 def _events() -> dict:
@@ -38,7 +38,7 @@ def test_a_batch_killed_mid_extraction_is_extracted_exactly_once(kemem: Kemem) -
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(
-                [str(CHILD.parent.parent), str(CHILD.parent), os.environ.get("PYTHONPATH", "")]
+                [str(CHILD.parents[2]), str(CHILD.parents[1]), os.environ.get("PYTHONPATH", "")]
             ),
             KEMEM_ES_URL=kemem.settings.url,
             KEMEM_INDEX_PREFIX=kemem.settings.index_prefix,

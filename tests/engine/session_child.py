@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kemem_es import Kemem
 
-DATA = Path(__file__).resolve().parent.parent / "bench" / "session_fallback" / "dialogue_30.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "session_fallback" / "dialogue_30.jsonl"
 A = {"user_id": "u_crash", "agent_id": "qiyu", "user_name": "木木", "agent_name": "祁煜"}
 
 

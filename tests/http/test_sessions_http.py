@@ -16,7 +16,7 @@ from test_server import bearer, client, error_of
 
 from kemem_es import Kemem
 
-DATA = Path(__file__).resolve().parent.parent / "bench" / "session_fallback" / "dialogue_30.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "bench" / "session_fallback" / "dialogue_30.jsonl"
 KEYS = {"key-a": ["agent_a"], "key-b": ["agent_b"]}
 A = {"agent_id": "agent_a", "user_id": "u1"}
 
