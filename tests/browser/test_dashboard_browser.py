@@ -258,12 +258,24 @@ def test_dashboard_in_a_browser(server: str, browser: Any) -> None:
     )
     assert r.status_code == 200
     d.find_element(By.ID, "tab-overview").click()
+    # Server-wide traffic is an operator's of every agent: this key's live panel says so ...
+    _wait(
+        d,
+        lambda drv: "operator keys only" in drv.find_element(By.ID, "ov-live").text,
+        "the live panel is not hidden from a key of one agent",
+    )
+    assert not d.find_elements(By.CSS_SELECTOR, '#ov-stages tr[data-stage="total"]')
+    # ... and a key of every agent sees /query's stages.
+    d.find_element(By.ID, "api-key").send_keys("k-root")
+    d.find_element(By.ID, "key-save").click()
     _wait(
         d,
         lambda drv: drv.find_elements(By.CSS_SELECTOR, '#ov-stages tr[data-stage="total"]'),
         "no stage percentiles",
     )
     _screenshot(d, "overview")
+    d.find_element(By.ID, "api-key").send_keys(KEY)  # the rest: the key of one agent again
+    d.find_element(By.ID, "key-save").click()
 
     # -- memory browser: the markup memory is text, its history opens -----------------------
     d.find_element(By.ID, "tab-memories").click()

@@ -143,6 +143,7 @@ def test_a_flush_while_the_loop_is_not_running_keeps_its_queue(caplog) -> None:
         def __init__(self) -> None:
             self.settings = Settings(index_prefix="t-flush")
             self.running = False
+            self.painless = True  # the script path (a cluster with Painless)
             self.written: list[list[dict[str, Any]]] = []
 
         def bulk(
