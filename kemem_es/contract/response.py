@@ -56,6 +56,11 @@ class EventHit(BaseModel):
     keyword: list[str] = Field(default_factory=list)
     log: str = ""
     signals: Signals | None = None
+    superseded_by: str | None = Field(
+        None,
+        description="a newer fact replaced this one (recalled for a question about the "
+        "past; the prompt shows it as 以前：…)",
+    )
     # created_at / updatetime as stored (ISO 8601, their offset kept). The contract's fields
     # show the wall clock only; the prompt needs the offset to compare an event with ``now``
     # as instants (kemem_es/prompt.py). Not part of the contract: never serialised, so a hit
@@ -89,6 +94,11 @@ class EntityHit(BaseModel):
     keyword: str = ""
     tier: int = 0
     log: str = ""
+    superseded_by: str | None = Field(
+        None,
+        description="a newer fact replaced this one (recalled for a question about the "
+        "past; the prompt shows it as 以前：…)",
+    )
 
 
 class AdditionalInfo(BaseModel):

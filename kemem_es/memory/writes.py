@@ -270,6 +270,8 @@ class WritePaths:
             good, merged, dups = self.memories.dedup_imports(good, kind)
         report = self.memories.writer.write(good, kind, on_progress)
         report.merged, report.duplicates = merged, dups
+        if kind == "entities":  # facts that change: docs/facts.md
+            report.superseded = self.memories.supersede_imported(good, kind, "import")
         report.rejected = problems + report.rejected
         return report
 

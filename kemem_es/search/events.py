@@ -30,6 +30,7 @@ from typing import Any
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Engine
 from kemem_es.models import Database
+from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import TIME_FIELD, VECTOR_FIELD
 from kemem_es.store.scope import Scope
@@ -44,6 +45,9 @@ SOURCE_FIELDS = [
     "scene",
     "created_at",
     "updatetime",
+    "slots",
+    "subject",
+    "superseded_by",
 ]
 
 # Painless sources are constants: user input only ever reaches them through params.
@@ -74,7 +78,11 @@ def routing(db: Database, params: QueryParams) -> str:
 
 def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:
     """The scope plus the caller's filters: every candidate, ANN ones included, obeys both."""
-    return scope_filters(db, params.agent_id, params.user_id) + compile_filters(params.filters)
+    return [
+        *scope_filters(db, params.agent_id, params.user_id),
+        *compile_filters(params.filters),
+        *recall_filters(params),  # superseded facts: only for a question about the past
+    ]
 
 
 def exclusion(db: Database, params: QueryParams) -> list[dict[str, Any]]:
