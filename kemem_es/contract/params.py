@@ -219,7 +219,7 @@ class QueryParams(BaseModel):
         "the past); None: when the utterance asks about the past (以前, 之前, 那时候, 原来…)",
     )
     slot_boost: float = Field(
-        0.3,
+        0.7,
         ge=0,
         le=1,
         description="keyword evidence a memory gains when its slot is the one the utterance asks "

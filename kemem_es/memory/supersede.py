@@ -17,7 +17,7 @@ from typing import Any
 from kemem_es.memory.dedup import normalise, word_overlap
 from kemem_es.memory.strength import parse_instant
 from kemem_es.store.layout import ID_FIELD, SLOTS_FIELD, SUBJECT_FIELD, SUPERSEDED_BY
-from kemem_es.text.facts import EXCLUSIVE_SLOTS, Facts, supersedes
+from kemem_es.text.facts import EXCLUSIVE_SLOTS, Facts, same_polarity, supersedes
 
 # Two statements of one slot sharing this much of their words say the same thing (木木不吃香菜
 # / 木木不爱吃香菜): a restatement, for dedup; 住在北京 / 住在杭州 share 0.6.
@@ -72,7 +72,9 @@ def plan(
         seen.add(mid)
         if src.get(SUBJECT_FIELD) != facts.subject:
             continue
-        if restatement(text, str(src.get("description") or "")):
+        old_text = str(src.get("description") or "")
+        shared = [k for k in keys(src.get(SLOTS_FIELD) or []) if k in facts.slots]
+        if restatement(text, old_text) or same_polarity(text, old_text, shared):
             continue
         t = time_of(src)
         if t <= when:

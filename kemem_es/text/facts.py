@@ -224,6 +224,34 @@ def entity_facts(
     return Facts(sub, f.slots, f.closed)
 
 
+_NEGATION = re.compile(r"不|没|戒|忌|从未")
+_ALIASES_OF: dict[str, list[str]] = {}
+for _word, _obj in {**_FOOD_ALIASES, **_SPORT_ALIASES}.items():
+    _ALIASES_OF.setdefault(_obj, []).append(_word)
+
+
+def negated(text: str, slot: str) -> bool | None:
+    """For a slot of one thing (饮食:辣): whether the text says it negated (不吃辣, 吃不了辣,
+    戒奶茶, 不跑步了); None when the text does not name the thing."""
+    obj = slot.split(":", 1)[1] if ":" in slot else ""
+    if not obj:
+        return None
+    for word in (obj, *_ALIASES_OF.get(obj, [])):
+        i = text.find(word)
+        if i >= 0:
+            return bool(_NEGATION.search(text[max(0, i - 3) : i]))
+    return None
+
+
+def same_polarity(new_text: str, old_text: str, slots: list[str]) -> bool:
+    """Whether every shared slot of one thing is said the same way in both texts (木木不爱吃香菜 /
+    木木不吃香菜: a restatement, not a change). False when any exclusive slot is shared."""
+    objs = [s for s in slots if ":" in s]
+    if not objs or len(objs) != len([s for s in slots if s in EXCLUSIVE_SLOTS or ":" in s]):
+        return False
+    return all(negated(new_text, s) == negated(old_text, s) for s in objs)
+
+
 def supersedes(new: Facts, old_slots: list[str]) -> bool:
     """Whether a memory with ``new``'s facts replaces one holding ``old_slots`` (its stored
     slots, kinds included): every slot of the old one is restated by the new one."""
