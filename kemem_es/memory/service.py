@@ -50,7 +50,7 @@ from kemem_es.store.documents import (
     vector_fields,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
-from kemem_es.store.facts import slot_holders
+from kemem_es.store.facts import current_entities, slot_holders
 from kemem_es.store.layout import (
     FACT_FIELDS,
     SLOTS_FIELD,
@@ -142,20 +142,24 @@ class MemoryService:
         actor: str = "api",
         dedup: bool = True,
         said_now: bool = False,
+        supersede: bool | None = None,
     ) -> list[AddResult]:
         """Validate every record first (one bad record: nothing written), then write each as
-        ADD / UPDATE / NOOP (see ``_add_one``)."""
+        ADD / UPDATE / NOOP (see ``_add_one``). ``supersede=False``: no slot rule (an LLM
+        judged this fact already)."""
         checked = [self._validate(r, kind, scope) for r in records]
         results = []
         for c in checked:
             with self._turns.hold((c.scope, kind)):
-                add = functools.partial(self._add_one, c, kind, refresh, actor, dedup, said_now)
+                add = functools.partial(
+                    self._add_one, c, kind, refresh, actor, dedup, said_now, supersede
+                )
                 results.append(retried(add, c.memory_id))
         return results
 
     def _add_one(
         self, c: Checked, kind: MemoryKind, refresh: bool, actor: str, dedup: bool,
-        said_now: bool,
+        said_now: bool, supersede: bool | None = None,
     ) -> AddResult:  # fmt: skip
         """The same id: NOOP when unchanged (for text said again: the same words, session and
         metadata, whatever the time), else UPDATE. A new id: with ``dedup``, the nearest memory
@@ -179,6 +183,7 @@ class MemoryService:
             )  # fmt: skip
         vector = self.writer.vectors([c.record])[0]
         facts = facts_of_record(c.record, said_now)
+        rules = self.supersede if supersede is None else supersede and self.supersede
         if stored is None and dedup:
             (found,) = self._nearest([(c.scope, c.record, vector)], kind)
             match = closer(found, self.recent.nearest(c.scope, kind, c.record, vector))
@@ -186,7 +191,7 @@ class MemoryService:
             if (
                 decision == "UPDATE"
                 and match is not None
-                and self.supersede
+                and rules
                 and same_slot(facts, match.source)
                 and not restatement(c.record.description, match.source.get("description", ""))
             ):  # a changed value of the same slot: the old one is kept, superseded (below)
@@ -228,7 +233,7 @@ class MemoryService:
         if stored is None:
             doc.update(fact_fields(facts))
             older: list[str] = []
-            if self.supersede and facts.slots:
+            if rules and facts.slots:
                 older, newer = self._superseding(c, kind, facts, doc)
                 if newer is not None:
                     doc.update({SUPERSEDED_BY: newer, SUPERSEDED_AT: utc_now()})
@@ -263,6 +268,10 @@ class MemoryService:
         recent = self.recent.slot_holders(c.scope, kind, facts.subject, facts.stored)
         holders = [h for h in [*recent, *found] if h.get("id") != c.memory_id]
         return plan(facts, c.record.description, time_of(doc), holders)
+
+    def judge_candidates(self, scope: Scope) -> list[dict[str, Any]]:
+        """The scope's current entity memories an LLM judge is shown, newest first."""
+        return current_entities(self.engine, scope)
 
     def mark_superseded(
         self, scope: Scope, kind: MemoryKind, memory_id: str, by: str, actor: str = "api"
@@ -438,6 +447,10 @@ class MemoryService:
             texts = (src.get(f) for f in ("old_text", "new_text"))
             out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
         return out
+
+    def record_noop(self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str) -> None:
+        """A fact judged already known (an LLM judge's NOOP): recorded in history."""
+        self._noop(scope, memory_id, kind, actor, "judge")
 
     def _noop(
         self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str, reason: str,

@@ -64,3 +64,27 @@ def slot_holders(
         hits = resp.get("hits", {}).get("hits", [])
         out.append([h["_source"] for h in hits if scope.owns(h["_source"])])
     return out
+
+
+JUDGE_CANDIDATES = 30
+
+
+def current_entities(
+    engine: Engine, scope: Scope, size: int = JUDGE_CANDIDATES
+) -> list[dict[str, Any]]:
+    """The scope's current (not superseded) entity memories, newest first: what an LLM judge
+    of facts that change is shown (``memory.extract.judge``). None when the index is missing."""
+    body = {
+        "size": size,
+        "sort": [{"updatetime": "desc"}],
+        "query": {"bool": {"filter": [*scope.filters(), current_only()]}},
+        "_source": {"excludes": HEAVY_FIELDS},
+    }
+    alias = index_alias(engine.settings.index_prefix, scope.db, "entities")
+    with engine_errors("reading the memories to judge against"):
+        (resp,) = engine.msearch([(alias, body, scope.routing)])
+    if "error" in resp:
+        if "index_not_found" in str(resp["error"]):
+            return []
+        raise_engine_error(resp, "reading the memories to judge against")
+    return [h["_source"] for h in resp["hits"]["hits"] if scope.owns(h["_source"])]

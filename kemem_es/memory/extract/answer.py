@@ -12,10 +12,12 @@ from pydantic import ValidationError
 
 from kemem_es.errors import ExtractionError
 from kemem_es.memory.extract.base import Extraction
+from kemem_es.memory.extract.judge import Judgement, read_judgement
 from kemem_es.models import EntityRecord, EventRecord
 
 EVENT_FIELDS = ("description", "deepinsight", "keywords", "place", "scene", "time")
-ENTITY_FIELDS = ("entity_name", "entity_type", "kind", "keyword", "description")
+ENTITY_FIELDS = ("entity_name", "entity_type", "kind", "keyword", "description", "slot")
+JUDGE_FIELDS = ("action", "target")  # extract.judge: not record fields
 MAX_ITEMS = 100
 """More events or entities than this from one dialogue is a runaway answer, not memories."""
 _SCOPE_PLACEHOLDER = "-"  # validation needs an agent_id; it never leaves this module
@@ -96,11 +98,19 @@ def _items(answer: Mapping[str, Any], key: str) -> tuple[list[Any], list[str]]:
     return items, []
 
 
-def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = None) -> Extraction:
+def parse_extraction(
+    text: str,
+    *,
+    now: datetime,
+    finish_reason: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Extraction:
     """The model's answer → validated record data, or ExtractionError naming every problem.
 
     Events: ``time`` → ``created_at`` (``now`` when missing or null). Entities: ``updatetime``
-    = ``now``. Exact duplicates within one answer are kept once."""
+    = ``now``. Exact duplicates within one answer are kept once. ``labels``: the candidate
+    memories shown to the model (label → memory id, ``extract.judge``): each entity's
+    ``action`` / ``target`` is validated against them."""
     answer = _loads(text, finish_reason)
     if not isinstance(answer, dict):
         raise ExtractionError(
@@ -116,6 +126,7 @@ def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = No
     problems: list[str] = []
     events: dict[str, dict[str, Any]] = {}
     entities: dict[str, dict[str, Any]] = {}
+    judged: list[Judgement | None] = []
     now_text = now.isoformat()
 
     raw_events, bad = _items(answer, "events")
@@ -155,15 +166,21 @@ def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = No
         if not isinstance(item, dict):
             problems.append(f"{where}: expected an object, got {type(item).__name__}")
             continue
-        ignored += [f"{where}.{k}" for k in item if k not in ENTITY_FIELDS]
+        ignored += [f"{where}.{k}" for k in item if k not in (*ENTITY_FIELDS, *JUDGE_FIELDS)]
         data = {k: v for k, v in item.items() if k in ENTITY_FIELDS and v is not None}
+        judgement, bad = read_judgement(item, where, labels or {})
+        problems += bad
         try:
             entity = EntityRecord(agent_id=_SCOPE_PLACEHOLDER, updatetime=now_text, **data)
         except ValidationError as exc:
             problems += _problems(exc, where, {})
             continue
         out = {f: getattr(entity, f) for f in ENTITY_FIELDS} | {"updatetime": now_text}
-        entities.setdefault(entity.memory_id(), out)
+        if out.get("slot") is None:
+            out.pop("slot")
+        if entity.memory_id() not in entities:
+            entities[entity.memory_id()] = out
+            judged.append(judgement)
 
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -177,4 +194,4 @@ def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = No
         EventRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
     for data in entities.values():
         EntityRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
-    return Extraction(list(events.values()), list(entities.values()), ignored)
+    return Extraction(list(events.values()), list(entities.values()), ignored, judged)

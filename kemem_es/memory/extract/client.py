@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +26,7 @@ from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
+from kemem_es.memory.extract.judge import Candidate, judge_section
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
 
 if TYPE_CHECKING:
@@ -136,9 +138,11 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> dict[str, Any]:
         dialogue = render_dialogue(messages, user_name=user_name, agent_name=agent_name)
         system = render_prompt(self.prompt, now=now, user_name=user_name, agent_name=agent_name)
+        system += judge_section(candidates)  # facts that change: docs/facts.md
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
@@ -240,9 +244,17 @@ class OpenAIExtractor:
             )
         return size
 
-    def _done(self, body: Any, started: float, n_messages: int, now: datetime) -> Extraction:
+    def _done(
+        self,
+        body: Any,
+        started: float,
+        n_messages: int,
+        now: datetime,
+        candidates: Sequence[Candidate] = (),
+    ) -> Extraction:
         text, finish = answer_text(body)
-        result = parse_extraction(text, now=now, finish_reason=finish)
+        labels = {c.label: c.memory_id for c in candidates}
+        result = parse_extraction(text, now=now, finish_reason=finish, labels=labels)
         log.info(
             "extracted %d events, %d entities from %d messages in %.0f ms (model %s)",
             len(result.events),
@@ -308,13 +320,18 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> Extraction:
         """The dialogue's events and entities, validated, without scope. Raises
-        :class:`ExtractionError` (endpoint or answer) or :class:`InvalidInput` (messages)."""
+        :class:`ExtractionError` (endpoint or answer) or :class:`InvalidInput` (messages).
+        ``candidates``: the user's current memories, shown to the model to judge each entity
+        ADD / UPDATE / SUPERSEDE / NOOP (``extract.judge``)."""
         started = time.monotonic()
-        body = self.request_body(messages, user_name=user_name, agent_name=agent_name, now=now)
+        body = self.request_body(
+            messages, user_name=user_name, agent_name=agent_name, now=now, candidates=candidates
+        )
         answer = self._post(body, started + self.timeout_s)
-        return self._done(answer, started, _count(messages), now)
+        return self._done(answer, started, _count(messages), now, candidates)
 
     # -- async ----------------------------------------------------------------------------------
     async def _apost(self, client: httpx.AsyncClient, body: dict[str, Any], deadline: float) -> Any:
@@ -347,11 +364,14 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> Extraction:
         """:meth:`extract` for an event loop; the whole call is bounded by ``timeout_s``."""
         httpx = _httpx()
         started = time.monotonic()
-        body = self.request_body(messages, user_name=user_name, agent_name=agent_name, now=now)
+        body = self.request_body(
+            messages, user_name=user_name, agent_name=agent_name, now=now, candidates=candidates
+        )
         async with httpx.AsyncClient(follow_redirects=False) as client:
             try:
                 answer = await asyncio.wait_for(
@@ -359,7 +379,7 @@ class OpenAIExtractor:
                 )
             except asyncio.TimeoutError:
                 raise self._timeout() from None
-        return self._done(answer, started, _count(messages), now)
+        return self._done(answer, started, _count(messages), now, candidates)
 
 
 def _count(messages: Messages) -> int:
