@@ -171,8 +171,8 @@ def run_pairs(km: Any, pairs: list[dict[str, Any]], form: str) -> dict[str, Any]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    scenarios = load("scenarios.jsonl")[: args.limit]
-    pairs = load("pairs.jsonl")[: args.limit]
+    scenarios = load(args.scenarios)[: args.limit]
+    pairs = load("pairs.jsonl")[: args.limit] if not args.no_pairs else []
     km = make_kemem(args.prefix)
     out: dict[str, Any] = {"stamp": stamp(km), "forms": {}, "pairs": {}}
     with eval_indices(km, False, args.keep):
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             out["forms"][form] = run_form(km, scenarios, form)
             out["forms"][form]["seconds"] = round(time.perf_counter() - t0, 1)
-            if form != "import":
+            if form != "import" and pairs:
                 out["pairs"][form] = run_pairs(km, pairs, form)
     km.close()
     return out
@@ -208,6 +208,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--forms", nargs="+", choices=list(FORMS), default=list(FORMS))
     p.add_argument("--limit", type=int, default=None)
+    p.add_argument(
+        "--scenarios", default="scenarios.jsonl", help="check.jsonl: 20 written after the rules"
+    )
+    p.add_argument("--no-pairs", action="store_true")
     p.add_argument("--prefix", default="bench-facts")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--out", type=Path, default=None)

@@ -56,17 +56,17 @@ _EXCLUSIVE: list[tuple[str, str]] = [
     ),
     (
         "感情状态",
-        r"单身|脱单|谈恋爱|恋爱了|在一起|分手|结婚|离婚|订婚|已婚|未婚|求婚|复合"
+        r"单身|脱单|谈恋爱|恋爱了|异地恋|网恋|热恋|在一起|分手|结婚|离婚|订婚|已婚|未婚|求婚|复合"
         r"|有了?(?:男|女)朋友|有了?对象|交了?(?:一?个)?(?:男|女)朋友|找了?(?:一?个)?对象"
         r"|领证|[和跟与][^，。,]{1,5}分了(?:[，。,！!~～]|$)",
     ),
     (
         "宠物",
-        r"养了?(?:一|两|三|几)?(?:只|条|个)?(?:猫|狗|兔子|仓鼠|鹦鹉|乌龟|鱼|柯基|金毛|宠物)"
-        r"|(?:猫|狗|兔子|仓鼠|鹦鹉|乌龟)(?:都)?(?:送人|送给|去世|死了|走丢|丢了|没了)"
-        r"|没有?养(?:宠物|猫|狗)|有只(?:猫|狗)",
+        r"养了?(?:一|两|三|几)?(?:只|条|个)?[^，。,]{0,2}(?:{pets})"
+        r"|(?:{pets})(?:都)?(?:送人|送给|去世|死了|走丢|丢了|没了)"
+        r"|没有?养(?:宠物|猫|狗)|有只[^，。,]{0,2}(?:{pets})",
     ),
-    ("作息", r"熬夜|早睡|晚睡|早起|失眠|睡到|点就睡|点睡|点起床|睡懒觉|睡得(?:很|挺|不)"),
+    ("作息", r"熬夜|早睡|晚睡|早起|失眠|睡到|点(?:就|才)?睡|点起床|睡懒觉|睡得(?:很|挺|不)"),
     ("吸烟", r"抽[^，。,]{0,4}烟|吸烟|戒烟|烟瘾|不抽了"),
     (
         "出行",
@@ -79,7 +79,9 @@ _EXCLUSIVE: list[tuple[str, str]] = [
 JOBS = ("程序员|护士|老师|教师|医生|设计师|会计|销售|记者|厨师|摄影师|律师|产品经理|翻译|工程师"
         "|警察|司机|主播|演员|作家|画家|公务员|模特|编辑|店长|客服|运营|快递员|外卖员|教练|文员"
         "|前台|保安|导游|空姐|建筑师|研究员|兽医|药剂师|咖啡师|插画师|程序猿|码农"
-        "|经理|主管|总监|博主|自由职业|全职妈妈|家庭主妇|实习生")  # fmt: skip
+        "|经理|主管|总监|博主|自由职业|全职妈妈|家庭主妇|实习生|护工|保姆|店员|服务员"
+        "|收银员")  # fmt: skip
+PETS = "猫|狗|兔子|仓鼠|鹦鹉|乌龟|鱼|柯基|金毛|泰迪|哈士奇|柴犬|边牧|宠物"
 
 # Slots of one thing each: the cue says which kind, the object which thing.
 FOODS = ("麻辣|辣|香菜|素|肉|海鲜|甜食|甜的|甜品|咖啡|奶茶|酒|茶|葱|蒜|牛肉|羊肉|猪肉|鸡蛋|牛奶"
@@ -112,7 +114,10 @@ _PERSON_NORMAL = {
     "妹": "妹妹",
 }
 
-_RULES = [(slot, re.compile(rx.replace("{jobs}", JOBS))) for slot, rx in _EXCLUSIVE]
+_RULES = [
+    (slot, re.compile(rx.replace("{jobs}", JOBS).replace("{pets}", PETS)))
+    for slot, rx in _EXCLUSIVE
+]
 EXCLUSIVE_SLOTS = frozenset(slot for slot, _ in _EXCLUSIVE)
 OBJECT_KINDS = ("饮食", "运动", "过敏")
 _FOOD_RX = re.compile(FOODS)
@@ -228,6 +233,7 @@ def entity_facts(
 
 
 _NEGATION = re.compile(r"不|没|戒|忌|从未")
+_NEG_AFTER = re.compile(r"不(?:吃|喝|碰|了)|戒了|没了")
 _ALIASES_OF: dict[str, list[str]] = {}
 for _word, _obj in {**_FOOD_ALIASES, **_SPORT_ALIASES}.items():
     _ALIASES_OF.setdefault(_obj, []).append(_word)
@@ -241,8 +247,9 @@ def negated(text: str, slot: str) -> bool | None:
         return None
     for word in (obj, *_ALIASES_OF.get(obj, [])):
         i = text.find(word)
-        if i >= 0:
-            return bool(_NEGATION.search(text[max(0, i - 3) : i]))
+        if i >= 0:  # 不吃辣 / 吃不了辣, or after it in its clause: 喝咖啡会心慌所以不喝
+            after = re.split(r"[，。,！!？?；;]", text[i + len(word) :], maxsplit=1)[0]
+            return bool(_NEGATION.search(text[max(0, i - 3) : i]) or _NEG_AFTER.search(after[:10]))
     return None
 
 
@@ -272,11 +279,11 @@ _Q_SLOTS: list[tuple[str, re.Pattern[str]]] = [
         "居住地",
         re.compile(r"住(?:在)?哪|哪个城市|哪座城市|寄到|住址|哪里生活|在哪生活|城市生活|住哪"),
     ),
-    ("工作", re.compile(r"上班|单位|公司|在哪(?:里|儿)?工作|哪工作|什么地方工作")),
-    ("职业", re.compile(r"职业|做什么的|干什么的|哪一行|干哪行|什么工作|干什么")),
+    ("工作", re.compile(r"上班|单位|公司|在哪(?:里|儿)?工作|哪工作|什么地方工作|有工作")),
+    ("职业", re.compile(r"职业|职位|做什么的|干什么的|哪一行|干哪行|什么工作|干什么")),
     ("学校", re.compile(r"学校|读书|上学|哪所|学生")),
     ("感情状态", re.compile(r"感情|单身|对象|男朋友|女朋友|恋爱|结婚|另一半")),
-    ("宠物", re.compile(r"宠物|小动物|养(?:了|过)?什么|养的")),
+    ("宠物", re.compile(r"宠物|小动物|养(?:了|过)?什么|养的|有(?:猫|狗)|狗狗|猫咪")),
     ("作息", re.compile(r"作息|几点睡|睡眠|熬夜|睡觉|起床|睡得")),
     ("吸烟", re.compile(r"抽烟|烟瘾|吸烟")),
     ("出行", re.compile(r"怎么去(?:上班|公司)|通勤|交通工具|怎么上班")),
