@@ -59,3 +59,24 @@ def test_http_add_supersedes(kemem) -> None:
     assert r2.json()["results"][0]["superseded"] == [old_id]
     got = c.get(f"/v1/memories/{old_id}", params=A).json()
     assert got["superseded_by"] == r2.json()["results"][0]["id"]
+
+
+def test_an_index_from_before_gets_the_fact_fields_in_place(kemem) -> None:
+    """An entity index created without the fact fields (an older release) is given them on
+    the first write; its memories stay, and supersession works there."""
+    from kemem_es.store.layout import FACT_FIELDS, index_alias
+    from kemem_es.store.templates import concrete_index, memory_index_body
+
+    eng = kemem.engine
+    body = memory_index_body(eng, "user", "entities", kemem.embedder.dim)
+    for f in FACT_FIELDS:
+        body["mappings"]["properties"].pop(f)
+    alias = index_alias(eng.settings.index_prefix, "user", "entities")
+    index = concrete_index(eng.settings.index_prefix, "user", "entities")
+    eng.create_index(index, {**body, "aliases": {alias: {"is_write_index": True}}})
+    kemem.init()  # the other indices; this one "exists"
+    kemem.add(_rec("阿宁住在北京", "2025-03-01", "old"), **A, kind="entities")
+    (res,) = kemem.add(_rec("阿宁搬到杭州了", "2025-09-01", "new"), **A, kind="entities")
+    assert res.superseded == ["old"]
+    props = eng.get_index(alias)[index]["mappings"]["properties"]
+    assert set(FACT_FIELDS) <= set(props)
