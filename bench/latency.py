@@ -339,6 +339,17 @@ def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     texts = scale.queries(args.warmup + args.queries, args.seed + 4)
     warm, measured = texts[: args.warmup], texts[args.warmup :]
     out: dict[str, Any] = {}
+    if args.scenarios is None or "chat" in args.scenarios:
+        chat_measure(km, warm, SCENARIOS["per_user"])
+        out["chat"] = chat_measure(km, measured, SCENARIOS["per_user"])
+        for name in ("bare", "chat_joint", "chat_earlier_cold", "chat_earlier_prepared"):
+            st = out["chat"][name]
+            print(
+                f"  chat/{name}: total p50={st['total']['p50']} (×{st['ratio_p50']}) "
+                f"embed p50={st['embed']['p50']} tokenise p50={st['tokenise']['p50']} "
+                f"search_events p50={st['search_events']['p50']}",
+                file=sys.stderr,
+            )
     for name, opts in SCENARIOS.items():
         if args.scenarios and name not in args.scenarios:
             continue
@@ -356,6 +367,64 @@ def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             f"{q} qps @ {args.threads} threads",
             file=sys.stderr,
         )
+    return out
+
+
+# A chat turn with earlier turns (issue 39): the same utterances, each with the CHAT_TURNS turns
+# before it in a rolling conversation (user turns are earlier utterances, agent turns replies
+# drawn from the same generator), on the per_user scope. Measured interleaved with the bare
+# utterance: joint window (the default), and the earlier-turns window cold (computed in the
+# query's model call) and prepared (Kemem.prepare_context after the agent's reply, untimed).
+CHAT_TURNS = 6
+AGENT_REPLIES = (
+    "嗯嗯，我记得你说过{}，后来怎么样了？",
+    "听起来{}对你很重要呢。",
+    "那{}之后你感觉好些了吗？",
+)
+
+
+def chat_contexts(texts: Sequence[str], turns: int = CHAT_TURNS) -> list[str]:
+    """For text i, its ``turns`` earlier turns as lines, oldest first (user and agent)."""
+    out = []
+    for i in range(len(texts)):
+        lines = []
+        for k in range(turns // 2, 0, -1):
+            said = texts[(i - k) % len(texts)]
+            lines.append(f"用户：{said}")
+            reply = AGENT_REPLIES[(i + k) % len(AGENT_REPLIES)].format(said[-6:])
+            lines.append(f"助手：{reply}")
+        out.append("\n".join(lines))
+    return out
+
+
+def chat_measure(km: Any, texts: Sequence[str], opts: dict[str, Any]) -> dict[str, Any]:
+    """Per-stage timings of the bare utterance and the chat variants, interleaved per query."""
+    contexts = chat_contexts(texts)
+    variants: dict[str, list[dict[str, float]]] = {
+        "bare": [],
+        "chat_joint": [],
+        "chat_earlier_cold": [],
+        "chat_earlier_prepared": [],
+    }
+    base = {**QUERY_OPTS, **opts}
+    for i, (text, ctx) in enumerate(zip(texts, contexts, strict=True)):
+        runs = [("bare", {}), ("chat_joint", {"context": ctx})]
+        for name, extra in runs if i % 2 else runs[::-1]:
+            resp = km.query(text, agent_id="a1", **base, **extra)
+            variants[name].append(dict(resp.additional_info.timings_ms))
+        cold = km.query(text, agent_id="a1", **base, context=ctx, context_vector="earlier")
+        variants["chat_earlier_cold"].append(dict(cold.additional_info.timings_ms))
+        # a new conversation state: the prepared run must not reuse the cold run's vector
+        ctx2 = ctx + "\n助手：嗯，我在听。"
+        km.prepare_context(ctx2)  # the app, after sending the agent's reply: not timed
+        warm = km.query(text, agent_id="a1", **base, context=ctx2, context_vector="earlier")
+        variants["chat_earlier_prepared"].append(dict(warm.additional_info.timings_ms))
+    out: dict[str, Any] = {"context_turns": CHAT_TURNS, "options": base}
+    for name, timings in variants.items():
+        out[name] = stage_table(timings)
+    bare = out["bare"]["total"]["p50"]
+    for name in variants:
+        out[name]["ratio_p50"] = round(out[name]["total"]["p50"] / bare, 3) if bare else None
     return out
 
 
@@ -453,6 +522,22 @@ def markdown(result: dict[str, Any]) -> str:
         for name, sc in scenarios.items():
             for stage, p in sc["stages_ms"].items():
                 lines.append(f"| {name} | {stage} | {p['p50']} | {p['p95']} | {p['p99']} |")
+        chat = entry["scenarios"].get("chat")
+        if chat:
+            lines += [
+                "",
+                f"Chat turn with {chat['context_turns']} earlier turns vs the bare utterance "
+                "(per_user scope, interleaved per query; p50 ms per stage, × = total / bare):",
+                "",
+                "| variant | total | × bare | tokenise | expand | embed | search_events |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for name in ("bare", "chat_joint", "chat_earlier_cold", "chat_earlier_prepared"):
+                st = chat[name]
+                cells = " | ".join(
+                    str(st[k]["p50"]) for k in ("tokenise", "expand", "embed", "search_events")
+                )
+                lines.append(f"| {name} | {st['total']['p50']} | {st['ratio_p50']} | {cells} |")
         lines += ["", "| scenario | QPS (threads) | total p50 ms under load | p99 ms |"]
         lines.append("|---|---|---|---|")
         for name, sc in scenarios.items():

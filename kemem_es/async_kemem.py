@@ -2,7 +2,7 @@
 clients (AsyncOpenSearch / AsyncElasticsearch).
 
 There is no second implementation: each verb runs Kemem's own code through a bridge (see
-``engine/bridge.py``) that awaits every engine call on the caller's event loop and runs the CPU
+``runtime.py``) that awaits every engine call on the caller's event loop and runs the CPU
 stages (jieba, the ONNX model) in the loop's thread pool. Needs the ``async`` extra (aiohttp).
 
 >>> async with AsyncKemem() as km:
@@ -17,9 +17,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kemem_es.config import Settings
-from kemem_es.engine.bridge import AwaitingClient, Bridge
 from kemem_es.kemem import Kemem
 from kemem_es.memory.hooks import Hooks
+from kemem_es.runtime import AwaitingClient, Bridge
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -102,6 +102,8 @@ class AsyncKemem:
     # Kemem's verbs, awaitable, with the same arguments and results.
     query = _awaitable(Kemem.query)
     query_simple = _awaitable(Kemem.query_simple)
+    prepare_context = _awaitable(Kemem.prepare_context)
+    calibrate = _awaitable(Kemem.calibrate)
     search = _awaitable(Kemem.search)
     add = _awaitable(Kemem.add)
     get = _awaitable(Kemem.get)
@@ -112,6 +114,7 @@ class AsyncKemem:
     count = _awaitable(Kemem.count)
     history = _awaitable(Kemem.history)
     stats = _awaitable(Kemem.stats)
+    repair_history = _awaitable(Kemem.repair_history)
     cleanup = _awaitable(Kemem.cleanup)
     init = _awaitable(Kemem.init)
     index_file = _awaitable(Kemem.index_file)
@@ -121,3 +124,11 @@ class AsyncKemem:
     readiness = _awaitable(Kemem.readiness)
     flush = _awaitable(Kemem.flush)
     drain = _awaitable(Kemem.drain)
+    # conversation sessions (docs/sessions.md)
+    context = _awaitable(Kemem.context)
+    end_session = _awaitable(Kemem.end_session)
+    session_messages = _awaitable(Kemem.session_messages)
+    session_message = _awaitable(Kemem.session_message)
+    list_sessions = _awaitable(Kemem.list_sessions)
+    delete_session = _awaitable(Kemem.delete_session)
+    resume_sessions = _awaitable(Kemem.resume_sessions)

@@ -8,6 +8,7 @@ import urllib.parse
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,6 +16,21 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from kemem_es.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """The KEMEM_SESSION_* group (``Settings.session``). ``shares``: dialogue, overview, details."""
+
+    trigger_turns: int = 20
+    batch_turns: int = 10
+    idle_s: float = 1800.0
+    overview_max: int = 10
+    max_tokens: int = 2000
+    shares: tuple[float, float, float] = (0.5, 0.2, 0.3)
+    summary_at: float = 0.8
+    tokenizer: Path | None = None
+    lease_s: float = 120.0
 
 
 class Settings(BaseSettings):
@@ -36,8 +52,15 @@ class Settings(BaseSettings):
     engine_nodes: int = Field(
         default=1, ge=1, le=5, description="local nodes (HTTP ports engine_port and up)"
     )
-    engine_version: Literal["auto", "2.19", "3.5"] = Field(
-        default="auto", description="local OpenSearch: 3.5 on a JDK 21+, else 2.19 (auto)"
+    engine: Literal["opensearch", "elasticsearch"] = Field(
+        default="opensearch",
+        description="local node: OpenSearch (default) or an Elasticsearch development node "
+        "from Maven Central (no Painless, analysis-common, mapper-extras, reindex)",
+    )
+    engine_version: Literal["auto", "2.19", "3.5", "8.18", "9.5"] = Field(
+        default="auto",
+        description="local node release: OpenSearch 3.5 on a JDK 21+, else 2.19; Elasticsearch "
+        "9.5 on a JDK 21+, else 8.18 (auto)",
     )
 
     # A cluster of the user's own.
@@ -70,6 +93,12 @@ class Settings(BaseSettings):
         "the reinforcement flusher, async verbs)",
     )
     dialect: Literal["auto", "elasticsearch", "opensearch"] = "auto"
+    scoring: Literal["auto", "native", "script"] = Field(
+        default="auto",
+        description="the fused score from engine-native parts (knn clause, constant scores, "
+        "exp decay, distance_feature: no script on the query path) or from scripts; auto: "
+        "native where the cluster has no Painless, else script (docs/engines.md)",
+    )
     # at most 200: the longest index name (prefix + "-official-entities-v2-routed") stays well
     # under the engine's 255 bytes (a longer one failed part-way through init)
     index_prefix: str = Field(default="kemem", max_length=200, pattern=r"^[a-z0-9][a-z0-9_\-]*$")
@@ -80,7 +109,7 @@ class Settings(BaseSettings):
     )
     # Shards of new memory indices. Every scope is routed to one shard, so a chat query reads
     # one shard per index whatever the count: more user-db shards mean smaller graphs to search
-    # per user (see README "Sizing shards and replicas"); the official db routes by agent.
+    # per user (docs/operations.md, "Sizing shards"); the official db routes by agent.
     user_shards: int = Field(default=1, ge=1, le=1024, description="primaries, user db indices")
     official_shards: int = Field(
         default=1, ge=1, le=1024, description="primaries, official db indices"
@@ -96,7 +125,31 @@ class Settings(BaseSettings):
     model_variant: Literal["int8", "fp32"] = "int8"
     embed_threads: int = Field(default=0, ge=0, description="0 lets onnxruntime decide")
     embed_batch: int = Field(default=64, ge=1)
-    embed_max_length: int = Field(default=256, ge=8, le=512)
+    embed_max_length: int = Field(default=256, ge=8, le=8192)
+    # Bring your own embedder (docs/embedders.md): how a local ONNX model's states become one
+    # vector, what it is told about a text's role, or a remote OpenAI-compatible service.
+    embed_pooling: Literal["mean", "cls", "last"] = Field(
+        default="mean", description="mean over tokens, the first ([CLS]) or the last token"
+    )
+    embed_normalize: bool = Field(default=True, description="L2-normalise every vector")
+    embed_query_prefix: str = Field(
+        default="", description="put before a query (e5: 'query: ', Qwen3: an instruction)"
+    )
+    embed_document_prefix: str = Field(
+        default="", description="put before a memory's text (e5: 'passage: ')"
+    )
+    embed_url: str | None = Field(
+        default=None,
+        description="an OpenAI-compatible embeddings service (…/v1): used instead of ONNX",
+    )
+    embed_model: str | None = Field(default=None, description="the model name sent to embed_url")
+    embed_api_key: SecretStr | None = Field(default=None, description="sent as a Bearer token")
+    embed_timeout_s: float = Field(
+        default=10.0, gt=0, le=600, description="one embedding call, retries included"
+    )
+    embed_dim: int | None = Field(
+        default=None, ge=1, le=16_384, description="the remote model's dimension (else probed)"
+    )
 
     # Text pipeline: extra jieba words, another lexicon / IDF table, operator overrides.
     user_dict: Path | None = Field(default=None, description="extra jieba user dictionary")
@@ -139,8 +192,79 @@ class Settings(BaseSettings):
     llm_json_mode: bool = Field(
         default=True, description='send response_format={"type": "json_object"}'
     )
+    # Query rewriting (QueryParams.rewrite, the "memory_rewrite" role): its own model and
+    # deadline; the endpoint and key default to the extractor's.
+    rewrite_base_url: str | None = Field(default=None, description="default: llm_base_url")
+    rewrite_model: str | None = Field(default=None, description="unset: rewriting is off")
+    rewrite_api_key: SecretStr | None = Field(default=None, description="default: llm_api_key")
+    rewrite_timeout_s: float = Field(
+        default=1.5, gt=0, le=60, description="one rewrite; past it the plain query is searched"
+    )
     extract_prompt_path: Path | None = Field(
         default=None, description="the extraction prompt; default: the shipped Chinese prompt"
+    )
+
+    # Conversation sessions (short-term memory, the context manager; docs/sessions.md). A turn
+    # is one message (one speaker's utterance).
+    session_trigger_turns: int = Field(
+        default=20, ge=2, le=1000, description="window size that hands its oldest turns over"
+    )
+    session_batch_turns: int = Field(
+        default=10, ge=1, le=1000, description="turns handed to extraction at once (≤ trigger)"
+    )
+    session_idle_s: float = Field(
+        default=1800.0, gt=0, description="a session idle this long ends: its window is flushed"
+    )
+    session_overview_max: int = Field(
+        default=10, ge=0, le=100, description="overview timeline (前情提要): newest events kept"
+    )
+    session_max_tokens: int = Field(
+        default=2000, ge=64, le=1_000_000, description="context() budget when none is given"
+    )
+    session_share_dialogue: float = Field(
+        default=0.5, gt=0, le=1, description="context(): share of the budget for the dialogue"
+    )
+    session_share_overview: float = Field(
+        default=0.2, ge=0, le=1, description="context(): share for the overview timeline"
+    )
+    session_share_details: float = Field(
+        default=0.3, ge=0, le=1, description="context(): share for recalled entities and events"
+    )
+    session_summary_at: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="compress older turns into the summary when the window passes this share "
+        "of the dialogue's budget",
+    )
+    session_tokenizer: Path | None = Field(
+        default=None,
+        description="tokenizer.json counting context() tokens (default: the embedding model's; "
+        "see docs/sessions.md for its error on Chinese)",
+    )
+    session_lease_s: float = Field(
+        default=120.0, gt=0, le=3600, description="how long a worker holds a batch to extract"
+    )
+
+    # The OpenAI-compatible proxy of kemem-es serve (/v1/chat/completions, /v1/responses;
+    # docs/proxy.md): the model it forwards to, and how recalled memories are injected.
+    proxy_upstream_url: str | None = Field(
+        default=None, description="the upstream's base URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    proxy_upstream_key: SecretStr | None = Field(
+        default=None, repr=False, description="sent upstream as a Bearer token; never logged"
+    )
+    proxy_template: str = Field(
+        default="以下是你记得的关于用户的事（自然地参考，不要逐条复述）：\n{memories}",
+        description="the injected memory text; {memories} is context()'s text",
+    )
+    proxy_position: Literal["system_end", "system_start", "before_last_user"] = Field(
+        default="system_end",
+        description="where it goes: the end or start of the first system message (one is "
+        "added when there is none), or a system message just before the last user turn",
+    )
+    proxy_timeout_s: float = Field(
+        default=300.0, gt=0, le=3600, description="one upstream call, the whole stream included"
     )
 
     # HTTP server (kemem-es serve).
@@ -164,7 +288,7 @@ class Settings(BaseSettings):
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
 
-    @field_validator("llm_api_key")
+    @field_validator("llm_api_key", "proxy_upstream_key", "embed_api_key", "rewrite_api_key")
     @classmethod
     def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
         """The key goes into an HTTP header: anything but printable ASCII would fail every
@@ -173,7 +297,7 @@ class Settings(BaseSettings):
             raise ValueError(NOT_A_HEADER_TOKEN)  # never the key itself
         return key
 
-    @field_validator("es_url")
+    @field_validator("es_url", "embed_url", "rewrite_base_url")
     @classmethod
     def _usable_url(cls, url: str | None) -> str | None:
         """A URL the clients can use: no stray space (it passed the pattern, then failed deep in
@@ -235,6 +359,34 @@ class Settings(BaseSettings):
                 raise ValueError(f"{name}: cannot read {path} (permissions)")
         return self
 
+    @model_validator(mode="after")
+    def _session_batches(self) -> Settings:
+        if self.session_batch_turns > self.session_trigger_turns:
+            raise ValueError(
+                "session_batch_turns: must not exceed KEMEM_SESSION_TRIGGER_TURNS "
+                f"({self.session_batch_turns} > {self.session_trigger_turns})"
+            )
+        return self
+
+    @property
+    def session(self) -> SessionSettings:
+        """The session group (KEMEM_SESSION_*) as one object."""
+        return SessionSettings(
+            trigger_turns=self.session_trigger_turns,
+            batch_turns=self.session_batch_turns,
+            idle_s=self.session_idle_s,
+            overview_max=self.session_overview_max,
+            max_tokens=self.session_max_tokens,
+            shares=(
+                self.session_share_dialogue,
+                self.session_share_overview,
+                self.session_share_details,
+            ),
+            summary_at=self.session_summary_at,
+            tokenizer=self.session_tokenizer,
+            lease_s=self.session_lease_s,
+        )
+
     @property
     def local_url(self) -> str:
         return f"http://127.0.0.1:{self.engine_port}"
@@ -255,8 +407,16 @@ PATH_SETTINGS = (
     "lexicon_overrides",
     "idf_path",
     "extract_prompt_path",
+    "session_tokenizer",
 )
-FILE_SETTINGS = ("es_ca_certs", "user_dict", "lexicon_path", "lexicon_overrides", "idf_path")
+FILE_SETTINGS = (
+    "es_ca_certs",
+    "user_dict",
+    "lexicon_path",
+    "lexicon_overrides",
+    "idf_path",
+    "session_tokenizer",
+)
 
 
 def _absolute(path: Path) -> Path:

@@ -3,11 +3,50 @@ callers only ever see a :class:`KememError` whose message is meant for a person 
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+# What the caller is doing (``activity``): the first words of a translated engine error.
+_ACTIVITY: ContextVar[str] = ContextVar("kemem_activity", default="search engine")
+
+
+@contextmanager
+def activity(doing: str) -> Iterator[None]:
+    """Name what the engine requests inside are for: an engine error raised by any of them
+    says ``doing: ...`` (the innermost activity wins). It only labels: the engine's request
+    method (engine/client.py) translates client errors, once."""
+    token = _ACTIVITY.set(doing)
+    try:
+        yield
+    finally:
+        _ACTIVITY.reset(token)
+
+
+def current_activity() -> str:
+    """The innermost ``activity`` (``search engine`` outside any)."""
+    return _ACTIVITY.get()
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+log = logging.getLogger("kemem_es")
 
 
 class KememError(Exception):
     """Base class: the message is meant for the user as is."""
+
+    # Set on an error translated from a client error (engine/errors.py): the engine's own words
+    # without what we were doing, and whether the engine answered (a write it did not answer
+    # may still be applied later).
+    reason: str = ""
+    answered: bool = True
 
 
 class EngineUnavailable(KememError):
@@ -46,11 +85,16 @@ class ExtractionError(KememError):
     """``infer=True`` could not turn the messages into records: the extractor (an LLM endpoint)
     was unreachable, slow, refused us, or answered with something that is not valid entity /
     event JSON. Extraction fails as a whole: nothing of it is written. ``problems`` names each
-    bad item and field (``events[0].description: Field required``)."""
+    bad item and field (``events[0].description: Field required``). ``detail``: an excerpt
+    of the upstream's own error body (scrubbed of the key), never part of the message, which
+    may reach HTTP clients."""
 
-    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+    def __init__(
+        self, message: str, problems: list[str] | None = None, detail: str | None = None
+    ) -> None:
         super().__init__(message)
         self.problems = problems or []
+        self.detail = detail
 
 
 class ExtractorNotConfigured(ExtractionError):
@@ -97,6 +141,13 @@ class WrongEventLoop(KememError):
     client belongs to that loop (closed or not running here). Use one AsyncKemem per loop."""
 
 
+class InternalError(KememError):
+    """A failure kemem-es did not foresee (a bug: please report it). The original exception
+    is its ``__cause__`` and its traceback is logged at DEBUG; the message names only its type
+    (an exception's text may quote the input). Every public verb raises nothing but
+    KememError subclasses: this is the net under the others."""
+
+
 class WriteInterrupted(EngineUnavailable):
     """A multi-batch write stopped part-way; ``written`` says how far it got, ``unknown`` how
     many records were sent without an answer (the engine may still apply them). Re-running the
@@ -116,3 +167,30 @@ def invalid_options(exc: ValidationError) -> InvalidInput:
     if errs and errs[0]["type"] == "extra_forbidden":
         problems[0] = f"{field}: unknown option"
     return InvalidInput(problems[0] if problems else str(exc), problems, field=field)
+
+
+def guarded(verb: Callable[P, T]) -> Callable[P, T]:
+    """A public verb that lets only KememError subclasses escape: input nested past Python's
+    recursion limit is InvalidInput; an engine client's exception that escaped its seam is
+    translated there; anything else is an InternalError (a bug), chained."""
+
+    @functools.wraps(verb)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return verb(*args, **kwargs)
+        except KememError:
+            raise
+        except RecursionError:
+            raise InvalidInput("input nested too deeply") from None
+        except Exception as exc:
+            from kemem_es.engine.errors import CLIENT_ERRORS, translate_client_error
+
+            if isinstance(exc, CLIENT_ERRORS):
+                raise translate_client_error(exc, verb.__name__) from exc
+            log.debug("%s failed unexpectedly", verb.__name__, exc_info=exc)
+            raise InternalError(
+                f"{verb.__name__} failed unexpectedly ({type(exc).__name__}): a bug in "
+                "kemem-es, please report it (the traceback is logged at DEBUG)"
+            ) from exc
+
+    return call

@@ -11,39 +11,58 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing_extensions import Unpack
 
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
+from kemem_es.contract.context import Appended, ContextResult, DialogueTurn, SessionInfo
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
+from kemem_es.contract.options import QueryOptions, SearchOptions
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine import Engine, connect
-from kemem_es.engine.bridge import Bridge, lazy, offload
-from kemem_es.engine.client import deadline, engine_errors
-from kemem_es.errors import Closed, EngineUnavailable, InvalidInput, invalid_options
+from kemem_es.engine.errors import deadline
+from kemem_es.errors import (
+    Closed,
+    EngineUnavailable,
+    ExtractorNotConfigured,
+    InvalidInput,
+    activity,
+    guarded,
+    invalid_options,
+)
 from kemem_es.ingest.reader import read_jsonl
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
 from kemem_es.memory.extract import Extractor
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, utf8_text
-from kemem_es.memory.strength import Reinforcer, recall_keys
+from kemem_es.memory.strength import Reinforcer
 from kemem_es.memory.writes import WritePaths
 from kemem_es.models import Database, MemoryKind, MemoryRecord, Time
+from kemem_es.runtime import Bridge, lazy, offload
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store import BulkWriter, IndexReport, InitResult, Scope, install
+from kemem_es.store.crud import Crud
+from kemem_es.store.embedding import record as record_calibration
 from kemem_es.store.history import LIMIT as HISTORY_LIMIT
-from kemem_es.store.layout import KINDS, all_aliases, checked_kind
+from kemem_es.store.layout import KINDS, all_aliases, checked_kind, index_alias
 from kemem_es.store.names import ScopeNames
+from kemem_es.store.nearest import Neighbours
+from kemem_es.store.reinforce import Reinforcements, recall_keys
 from kemem_es.store.scope import query_scopes
 from kemem_es.store.templates import ensure_compatible, install_users
+from kemem_es.store.users import Users
 
 if TYPE_CHECKING:  # loaded on first use (jieba, the model, the lexicon take seconds)
     from kemem_es.expand import Expander
     from kemem_es.search.searcher import Searcher
+    from kemem_es.session import Sessions, Summarizer, TokenCounter
     from kemem_es.store.bulk import TextEmbedder
+    from kemem_es.store.consistency import HistoryRepair
     from kemem_es.store.stats import MemoryStats
     from kemem_es.text import Tokenizer
 
@@ -129,12 +148,14 @@ class Kemem:
         self, settings: Settings | None = None, *, bridge: Bridge | None = None, **overrides: Any
     ) -> None:
         """``bridge``: run on the official async clients over that bridge (what AsyncKemem
-        does; see engine/bridge.py) — every verb below is then the async API's core too."""
+        does; see runtime.py) — every verb below is then the async API's core too."""
         self.settings = settings or get_settings(**overrides)
         self._bridge = bridge
         self._checked: set[tuple[str, str]] = set()
         self._closed = False
         self.hooks = Hooks()
+        # The running session summary's LLM; None: the extractor's endpoint when it has one.
+        self.summarizer: Summarizer | None = None
 
     def _open(self) -> None:
         """Every verb starts here: after ``close()`` the background writers are stopped, so a
@@ -148,6 +169,7 @@ class Kemem:
 
     @lazy
     def engine(self) -> Engine:
+        quiet_client_logs()  # the clients' tracebacks and httpx's URLs (kemem_es.logs)
         return connect(self.settings, self._bridge)
 
     @lazy
@@ -193,28 +215,43 @@ class Kemem:
 
     @lazy
     def searcher(self) -> Searcher:
+        from kemem_es.search.rewrite import rewriter_for
         from kemem_es.search.searcher import Searcher
 
         searcher = Searcher(self.engine, self.embedder, self.tokenizer, self.expander, self.names)
+        searcher.rewriter = rewriter_for(self.settings)
         offload(searcher.warm_up)  # seconds of loading: off the event loop in AsyncKemem
         return searcher
 
     def readiness(self) -> dict[str, Any]:
         """The engine's dialect and version, and which of the prefix's indices are missing."""
         self._open()
-        with engine_errors("checking readiness"):
+        with activity("checking readiness"):
             engine = self.engine
             aliases = all_aliases(self.settings.index_prefix)
             missing = [a for a in aliases if not engine.index_exists(a)]
-        return {"engine": engine.dialect, "version": engine.version, "missing": missing}
+        return {"engine": engine.dialect.name, "version": engine.version, "missing": missing}
 
     def warm_up(self) -> None:
         """Connect, load jieba, the lexicon and the model, learn the indexed names: what the
         first query would otherwise pay for (a server calls this before it takes traffic)."""
         self._open()
         _ = self.tokenizer, self.expander  # a bad KEMEM_* text file is a settings error, first
-        with engine_errors("warming up"):
+        with activity("warming up"):
             _ = self.searcher
+
+    def prepare_context(self, context: Any, *, context_turns: int | None = None) -> bool:
+        """Embed a dialogue's earlier turns now, off the request path (after the agent's reply
+        is sent, before the user's next turn), for the query that brings them as its
+        ``context`` with ``context_vector="earlier"``: that query then embeds its utterance
+        only. ``context`` as ``query`` takes it. Returns whether anything was computed."""
+        self._open()
+        extra = {} if context_turns is None else {"context_turns": context_turns}
+        try:
+            params = QueryParams(user_id="-", agent_id="-", context=context, **extra)
+        except ValidationError as exc:
+            raise invalid_options(exc) from None
+        return self.searcher.prepare_context(params)
 
     def query(
         self,
@@ -224,7 +261,7 @@ class Kemem:
         agent_id: str,
         degrade: bool | None = None,
         reinforce: bool | None = None,
-        **options: Any,
+        **options: Unpack[QueryOptions],
     ) -> QueryResponse:
         """Recall events and entities for one utterance (options: see QueryParams).
 
@@ -252,7 +289,8 @@ class Kemem:
         try:
             self.warm_up()  # loading is not the query's time: the deadline starts after it
             clock = Stopwatch()
-            with deadline(self.settings.query_timeout_s), engine_errors("searching"):
+            with deadline(self.settings.query_timeout_s), activity("searching"):
+                self._own_writes_visible(params.agent_id, params.user_id)
                 resp = self.searcher.query(text, params)
         except EngineUnavailable as exc:
             if not (self.settings.degrade if degrade is None else degrade):
@@ -266,13 +304,24 @@ class Kemem:
             self._recalled(params, resp, self.settings.reinforce if reinforce is None else True)
         return resp
 
+    def _own_writes_visible(self, agent_id: str, user_id: str) -> None:
+        """Read-your-own-writes for a query (``store.fresh``: best effort, within its deadline)."""
+        from kemem_es.store import fresh
+
+        reads = [
+            (index_alias(self.settings.index_prefix, scope.db, k), scope.routing)
+            for scope in query_scopes(agent_id, user_id)
+            for k in KINDS
+        ]
+        fresh.before_read(self.engine, reads, self.engine.read_timeout)
+
     # -- lifecycle: reinforcement, clean-up -----------------------------------------------
     @lazy
     def reinforcer(self) -> Reinforcer:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
-        return Reinforcer(self.engine, s.reinforce_amount, s.reinforce_flush_s)
+        return Reinforcer(Reinforcements(self.engine), s.reinforce_amount, s.reinforce_flush_s)
 
     def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
         """The user was active; with ``strengthen``, queue +strength for every memory the
@@ -297,6 +346,8 @@ class Kemem:
         ``Closed`` afterwards (closing again is harmless)."""
         self._closed = True
         try:
+            if "sessions" in self.__dict__:
+                self.sessions.manager.worker.close(extraction_timeout_s)
             if "writes" in self.__dict__:
                 self.writes.close(extraction_timeout_s)
         finally:
@@ -326,14 +377,15 @@ class Kemem:
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
-        reports = run_cleanup(self.engine, rules, now, dry_run, agent_id, user_id)
+        users, crud = Users(self.engine), self.memories.crud
+        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id)
         for r in reports:
             if r.deleted:  # what went is no dedup candidate any more
                 self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))
         return reports
 
     def query_simple(
-        self, text: str, *, user_id: str, agent_id: str, **options: Any
+        self, text: str, *, user_id: str, agent_id: str, **options: Unpack[QueryOptions]
     ) -> SimpleResponse:
         """Only the memory texts, in order of importance."""
         return self.query(text, user_id=user_id, agent_id=agent_id, **options).simple()
@@ -384,9 +436,30 @@ class Kemem:
     def init(self, recreate: bool = False) -> list[InitResult]:
         """Install index templates and indices (idempotent; safe to run concurrently)."""
         self._open()
-        results = install(self.engine, self.embedder.dim, recreate=recreate)
+        cal = self.calibration
+        results = install(self.engine, self.embedder.dim, recreate=recreate, embedding=cal)
+        if cal is not None:
+            record_calibration(self.engine, cal)  # indices made before calibration existed
         self._checked.clear()
         return results
+
+    @lazy
+    def calibration(self) -> dict[str, Any] | None:
+        """The configured model's vector scale (embed.calibrate), measured once per process;
+        None for a caller's own embedder object (the reference constants apply)."""
+        from kemem_es.embed.calibrate import for_embedder
+
+        return for_embedder(self.embedder)
+
+    def calibrate(self) -> dict[str, Any] | None:
+        """Measure the model's calibration and store it with the prefix's indices (those that
+        have none); refused when they hold another model's vectors."""
+        self._open()
+        cal = self.calibration
+        if cal is not None:
+            with activity("storing the calibration"):
+                record_calibration(self.engine, cal)
+        return cal
 
     # -- bulk writes ----------------------------------------------------------------------
     @lazy
@@ -396,9 +469,16 @@ class Kemem:
 
     def _ready(self, kind: MemoryKind, db: Database) -> None:
         """The target index exists and has our template version (checked once per instance)."""
+        kind = checked_kind(kind)  # every write passes here; a kind names an index
         if (kind, db) not in self._checked:
-            kind = checked_kind(kind)  # every write passes here; a kind names an index
-            ensure_compatible(self.engine, self.embedder.dim, db, kind)
+            ensure_compatible(
+                self.engine,
+                self.embedder.dim,
+                db,
+                kind,
+                embedding=lambda: self.calibration,
+                model=self.embedder.name,
+            )
             self._checked.add((kind, db))
 
     def index_file(
@@ -477,6 +557,8 @@ class Kemem:
         reinforcement. Past ``timeout_s``: ``ExtractionPending``, and the jobs stay pending."""
         self._open()
         try:
+            if "sessions" in self.__dict__:
+                offload(self.sessions.manager.worker.drain, timeout_s)
             return offload(self.writes.drain, timeout_s)
         finally:
             self.flush()
@@ -485,7 +567,8 @@ class Kemem:
     def memories(self) -> MemoryService:
         settings = self.settings
         return MemoryService(
-            self.engine,
+            Crud(self.engine),
+            Neighbours(self.engine),
             lambda: self.writer,
             settings.dedup_threshold,
             settings.dedup_min_overlap,
@@ -502,10 +585,19 @@ class Kemem:
         filters: Mapping[str, Any] | None = None,
         threshold: float | None = None,
         session_id: str | None = None,
-        **options: Any,
+        degrade: bool | None = None,
+        **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise."""
+        score threshold); other options as in ``query``. Unknown options raise, and so does
+        ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
+        here the number of results is ``limit``."""
+        if "top_k" in options:
+            raise InvalidInput(
+                "top_k: the number of results is `limit` here (top_k=… is the number of base "
+                "words of the keyword expansion, a query() option)",
+                field="top_k",
+            )
         if threshold is not None:
             if "score_threshold" in options:
                 raise InvalidInput(
@@ -518,6 +610,7 @@ class Kemem:
             agent_id=self._scope(agent_id, user_id, "user").agent_id,
             limit=limit,
             filters=with_session(filters, session_id),
+            degrade=degrade,
             **options,
         )
 
@@ -536,6 +629,8 @@ class Kemem:
         dedup: bool = True,
         user_name: str | None = None,
         agent_name: str | None = None,
+        scene_change: bool = False,
+        dialogue: bool = True,
     ) -> list[AddResult]:
         """Remember ``data``: a text, chat messages (``[{"role", "content"}, ...]``, stored as
         one event of the turns joined), or a record (dict / EventRecord / EntityRecord).
@@ -546,10 +641,20 @@ class Kemem:
         ``infer=True``: the extractor turns the messages into entity and event records first
         (all validated before any is written); ``infer="background"`` stores the raw turn now,
         returns it, and extracts afterwards (``km.drain()`` waits; failures are logged and
-        kept in ``km.extraction_errors``)."""
+        kept in ``km.extraction_errors``).
+
+        With a ``session_id``, text and chat messages are the session's dialogue
+        (docs/sessions.md): they are appended to it, and every ``KEMEM_SESSION_BATCH_TURNS``
+        turns (once the window holds ``KEMEM_SESSION_TRIGGER_TURNS``; ``scene_change=True``:
+        all of them) are extracted in the background; the result lists what this call stored
+        as memories (with ``infer=True`` the batches it handed over are extracted before it
+        returns). A record with a ``session_id`` is stored as a memory, as before; so is text
+        with ``dialogue=False`` (one memory tagged with the session)."""
         self._open()
         scope = self._scope(agent_id, user_id, db)
         names = {k: v for k, v in (("user_name", user_name), ("agent_name", agent_name)) if v}
+        if session_id is not None and dialogue and not _is_record(data):
+            return self._append(data, scope, session_id, names, scene_change, infer is True)[1]
         for k in KINDS if infer else (kind,):
             self._ready(k, db)
         return self.writes.add(
@@ -636,7 +741,13 @@ class Kemem:
         ``forget=True`` also strips that scope's history of its texts. Returns the count."""
         self._open()
         scope = self._scope(agent_id, user_id, db)
-        return self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
+        n = self.memories.delete_all(scope, with_session(filters, session_id), kind, forget)
+        if db == "user" and filters is None and kind is None:  # the scope's sessions go too
+            if session_id is None:
+                self.sessions.delete_scope(scope, forget)
+            else:
+                self.sessions.delete(scope, session_id, forget)
+        return n
 
     def count(
         self,
@@ -668,6 +779,24 @@ class Kemem:
         scope = self._scope(agent_id, user_id, db)
         return self.memories.history(memory_id, scope, limit)
 
+    def repair_history(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        db: Database = "user",
+        dry_run: bool = False,
+    ) -> HistoryRepair:
+        """Find (and, unless ``dry_run``, record) what the history lacks in one agent's memories
+        (one user's, with ``user_id``): stored versions that are not their memory's newest
+        entry, deletions with no DELETE entry (see docs/consistency.md). ``kemem-es doctor``."""
+        self._open()
+        from kemem_es.store.consistency import repair_history
+
+        scope = self._scope(agent_id, user_id or ("-" if db == "user" else None), db)
+        user = scope.user_id if user_id is not None else None
+        return repair_history(self.engine, scope.db, scope.agent_id, user, dry_run)
+
     def stats(self, *, agents: Collection[str] | None = None) -> MemoryStats:
         """Engine health and version, counts per agent / user / database / kind, the strength
         distribution and recent clean-ups (the dashboard's overview); ``agents`` limits the
@@ -675,5 +804,147 @@ class Kemem:
         self._open()
         from kemem_es.store.stats import memory_stats
 
-        with engine_errors("reading statistics"):
+        with activity("reading statistics"):
             return memory_stats(self.engine, agents)
+
+    # -- conversation sessions (docs/sessions.md) ------------------------------------------
+    @lazy
+    def token_counter(self) -> TokenCounter:
+        """What counts ``context()`` tokens (KEMEM_SESSION_TOKENIZER, else the model's)."""
+        from kemem_es.session import token_counter
+
+        return token_counter(self.settings.session_tokenizer, self.settings.model_dir)
+
+    def _summarizer(self) -> Summarizer | None:
+        from kemem_es.session.summary import summarizer_for
+
+        if self.summarizer is not None:
+            return self.summarizer
+        try:
+            return summarizer_for(self.extractor)
+        except ExtractorNotConfigured:
+            return None
+
+    @lazy
+    def sessions(self) -> Sessions:
+        from kemem_es.session import SessionManager, Sessions
+        from kemem_es.store.sessions import SessionStore
+
+        s = self.settings
+        manager = SessionManager(
+            SessionStore(self.engine), s.session, lambda: self.extractor, self._summarizer,
+            self.writes, lambda: self.token_counter,
+        )  # fmt: skip
+        return Sessions(
+            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix
+        )
+
+    def _recall(
+        self, text: str, *, user_id: str, agent_id: str, degrade: bool | None = None,
+        **options: Any,
+    ) -> QueryResponse:  # fmt: skip
+        """``query`` as the context's recall (its options are checked by QueryParams)."""
+        return self.query(text, user_id=user_id, agent_id=agent_id, degrade=degrade, **options)
+
+    def _append(
+        self, data: AddInput, scope: Scope, session_id: str, names: Mapping[str, str],
+        scene_change: bool = False, wait: bool = False,
+    ) -> tuple[Appended, list[AddResult]]:  # fmt: skip
+        """``add`` with a session: what was appended, and the memories stored now."""
+        for k in KINDS:
+            self._ready(k, scope.db)
+        out = self.sessions.add(scope, session_id, data, names, scene_change, wait)
+        self.writes.on_active(scope)
+        return out
+
+    def context(
+        self,
+        message: str,
+        *,
+        user_id: str,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        max_tokens: int | None = None,
+        limit: int | None = None,
+        score_threshold: float | None = None,
+        now: datetime | str | None = None,
+        user_name: str | None = None,
+        agent_name: str | None = None,
+        **options: Any,
+    ) -> ContextResult:
+        """The memory context of one chat turn in three parts — the session's dialogue (recent
+        turns verbatim, the running summary), the overview timeline (前情提要) and the recalled
+        details (entities by tier, then events) — with nothing in two parts, rendered as the
+        prompt text and fitted to ``max_tokens`` (default KEMEM_SESSION_MAX_TOKENS) by the
+        configured tokenizer. Other options go to the recall (see QueryParams)."""
+        self._open()
+        scope = self._scope(agent_id, user_id, "user")
+        try:
+            when = _NOW.validate_python(now) or datetime.now().astimezone()
+        except ValidationError as exc:
+            raise InvalidInput(f"now: {exc.errors()[0]['msg']}", field="now") from None
+        given = (("limit", limit), ("score_threshold", score_threshold))
+        opts = {k: v for k, v in given if v is not None} | options
+        return self.sessions.context(
+            scope, message, session_id=session_id, max_tokens=max_tokens, user_name=user_name,
+            agent_name=agent_name, now=when, options=opts,
+        )  # fmt: skip
+
+    def end_session(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None
+    ) -> Appended:
+        """The session ended (or the scene changed): its whole window goes to extraction."""
+        self._open()
+        return self.sessions.end(self._scope(agent_id, user_id, "user"), session_id)
+
+    def session_messages(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None, limit: int = 1000
+    ) -> list[DialogueTurn]:
+        """A session's messages, in order."""
+        self._open()
+        return self.sessions.messages(self._scope(agent_id, user_id, "user"), session_id, limit)
+
+    def session_message(
+        self, session_id: str, seq: int, *, user_id: str, agent_id: str | None = None
+    ) -> DialogueTurn:
+        """One message of a session by its sequence number (NotFound otherwise)."""
+        self._open()
+        return self.sessions.message(self._scope(agent_id, user_id, "user"), session_id, seq)
+
+    def list_sessions(
+        self, *, user_id: str, agent_id: str | None = None, limit: int = 100
+    ) -> list[SessionInfo]:
+        """A user's sessions, most recently active first."""
+        self._open()
+        return self.sessions.sessions(self._scope(agent_id, user_id, "user"), limit)
+
+    def delete_session(
+        self, session_id: str, *, user_id: str, agent_id: str | None = None, forget: bool = False
+    ) -> int:
+        """Delete a session's messages (recorded in history; ``forget``: without text).
+        Its extracted memories stay (``delete_all(session_id=…)`` removes those too)."""
+        self._open()
+        return self.sessions.delete(self._scope(agent_id, user_id, "user"), session_id, forget)
+
+    def resume_sessions(self) -> int:
+        """Start the batches a previous process left unextracted (their lease passed)."""
+        self._open()
+        return self.sessions.manager.resume()
+
+
+def _is_record(data: object) -> bool:
+    """A record (stored as a memory) rather than dialogue (text or chat messages)."""
+    return isinstance(data, BaseModel) or (isinstance(data, Mapping) and "role" not in data)
+
+
+# Every failure of a public verb is a KememError (errors.guarded): the net under the specific
+# checks, for what they did not foresee. A new public verb is added here.
+GUARDED_VERBS = (
+    "readiness", "warm_up", "query", "flush", "cleanup", "query_simple", "prompt", "init",
+    "index_file", "index_records", "index_demo", "drain", "search", "add", "get", "get_all",
+    "update", "delete", "delete_all", "count", "history", "stats", "repair_history",
+    "context", "end_session", "session_messages", "session_message", "list_sessions",
+    "delete_session", "resume_sessions",
+)  # fmt: skip
+for _verb in GUARDED_VERBS:
+    setattr(Kemem, _verb, guarded(getattr(Kemem, _verb)))

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-Database = Literal["user", "official"]
-MemoryKind = Literal["events", "entities"]
+from kemem_es.literals import Database as Database  # re-exported: the records name them here
+from kemem_es.literals import MemoryKind as MemoryKind
 
 EntityType = Literal["主体", "客体", "具体实体", "泛化实体"]
 """主体 the agent · 客体 the user · 具体实体 a concrete other entity · 泛化实体 a generic one."""
@@ -119,8 +119,22 @@ NonEmptyTerm = Annotated[
     _utf8_at_most(MAX_TERM_BYTES),
     Utf8,
 ]
+
+
+def _unpadded(v: object) -> object:
+    """An id is taken as given, never stripped: ``" u_mumu"`` reading u_mumu's memories would
+    let a caller's formatting slip reach a scope it did not name (refusing is the safe side)."""
+    if isinstance(v, str) and v and v != v.strip():
+        raise ValueError("must not begin or end with whitespace (ids are not stripped)")
+    return v
+
+
 ScopeId = Annotated[
-    str, StringConstraints(strip_whitespace=True, min_length=1), _utf8_at_most(MAX_ID_BYTES), Utf8
+    str,
+    BeforeValidator(_unpadded),
+    StringConstraints(min_length=1),
+    _utf8_at_most(MAX_ID_BYTES),
+    Utf8,
 ]
 
 

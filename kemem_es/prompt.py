@@ -32,6 +32,11 @@ from kemem_es.contract.response import EntityHit, EventHit
 
 FRAGMENTS_HEADER = "脑海中回想起的片段："
 EVENTS_HEADER = "脑海中回忆起的事件："
+# The conversation parts of a session context (docs/sessions.md): the overview timeline, the
+# running summary of older turns, and the current dialogue (its turns verbatim, ``名字：…``).
+OVERVIEW_HEADER = "前情提要："
+SUMMARY_HEADER = "之前聊过的内容："
+DIALOGUE_HEADER = "当前对话："
 
 _USER, _AGENT = "用户", "主体"  # placeholders when a name is unknown (docs/SPEC.md §5 wording)
 _RELATION_KINDS = {"用户关系", "与主体和客体的关系", "与其它实体的关系"}
@@ -254,3 +259,16 @@ def render_prompt(
         lines.append(EVENTS_HEADER)
         lines += event_lines
     return "\n".join(lines)
+
+
+def dialogue_line(speaker: str, content: str) -> str:
+    """One turn of the current dialogue: ``名字：内容`` on one line."""
+    return f"{one_line(speaker).strip()}：{one_line(content).strip()}"
+
+
+def unknown(descriptions: Sequence[str], exclude_texts: Sequence[str]) -> list[bool]:
+    """For each description: whether it is new, i.e. neither held by ``exclude_texts`` (the
+    dialogue, the summary, the overview) nor a repeat of an earlier one (render_prompt's rule)."""
+    known = [_key(t) for t in exclude_texts if t and t.strip()]
+    seen: set[str] = set()
+    return [not _already_known(d, known, seen) for d in descriptions]

@@ -1,9 +1,17 @@
 """Shared fixtures. Engine tests run against a real node: KEMEM_TEST_ES_URL when set (e.g. a live
-Elasticsearch 8), else the local OpenSearch node, started here if it is not running yet."""
+Elasticsearch 8), else the local OpenSearch node, started here if it is not running yet.
+
+The tests are laid out by what they need: ``unit/`` (no engine, no server process), ``engine/``
+(a node), ``http/`` (the server, in process or as a real ``kemem-es serve``), ``browser/`` (the
+dashboard in chromium). The helpers they share (``support``, ``llm_stub``, ``dashboard_support``)
+stay in this folder, which pytest puts on ``sys.path`` with this file; the layer folders go
+there too, so a test module imports another by its name (``from test_server import client``)
+wherever each lives — test file names stay unique across the layers."""
 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +22,31 @@ from support import close_opened, drop_prefix
 from kemem_es.config import Settings, get_settings
 
 REPO = Path(__file__).resolve().parent.parent
+LAYERS = ("unit", "engine", "http", "browser")
+sys.path.extend(str(REPO / "tests" / layer) for layer in LAYERS)
 
 
 def model_dir() -> Path:
     return Path(
         os.environ.get("KEMEM_TEST_MODEL_DIR", REPO.parent / "shared/models/m3e-small-onnx")
     )
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the engine fixture is an engine test whatever its marks say, so that
+    ``pytest -m "not engine"`` never starts a node; ``tests/unit`` holds none of them."""
+    unit = Path(__file__).resolve().parent / "unit"
+    misplaced = []
+    for item in items:
+        if "engine_settings" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.engine)
+        if item.get_closest_marker("engine") and unit in item.path.resolve().parents:
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError(
+            f"engine tests in tests/unit, move them to tests/engine: {misplaced}"
+        )
 
 
 @pytest.fixture(scope="session")

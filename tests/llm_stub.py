@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +42,8 @@ class Stub:
     replies: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    # Set: each 200 answer's content is built from the request body (answers as JSON).
+    responder: Callable[[dict[str, Any]], Any] | None = None
 
     def answer(self, *replies: Reply) -> None:
         """Answer with these in order; the last one repeats."""
@@ -65,6 +67,10 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw)}
             )
             reply = stub.next_reply()
+            if stub.responder is not None and reply.status == 200 and not reply.delay:
+                out = stub.responder(stub.requests[-1]["body"])
+                text = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
+                reply = Reply(body=chat(text))
             if reply.delay:
                 stub.release.wait(reply.delay)
             body = reply.body

@@ -7,18 +7,36 @@ import sys
 
 import typer
 
-from kemem_es.cli import data, engine, memory, query, serve, text
+from kemem_es.cli import context, data, engine, memory, query, serve, text
 from kemem_es.cli.common import EXIT_INVALID, error
 
 app = typer.Typer(
     name="kemem-es",
     help="Memory retrieval for Chinese companion chat on Elasticsearch / OpenSearch.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for the shell
     pretty_exceptions_enable=False,
 )
 
-for module in (engine, data, memory, query, text, serve):
+
+def _version(shown: bool) -> None:
+    if shown:
+        from kemem_es import __version__
+
+        print(f"kemem-es {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """Memory retrieval for Chinese companion chat on Elasticsearch / OpenSearch."""
+
+
+for module in (engine, data, memory, query, context, text, serve):
     module.register(app)
 
 

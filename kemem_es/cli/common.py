@@ -5,14 +5,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from kemem_es.engine.client import CLIENT_ERRORS, describe_client_error
 from kemem_es.errors import InvalidInput, KememError, NotFound
-from kemem_es.store.validation import by_record
+
+if TYPE_CHECKING:
+    from kemem_es.kemem import Kemem
 
 # No Rich markup: what is printed is user data ('[/s]' in a memory, an id) or a message quoting it,
 # shown as given; the CLI's own styling is explicit (``error``, ``styled``).
@@ -40,6 +42,8 @@ def error(message: str, soft_wrap: bool = False) -> None:
 
 def print_problems(problems: list[str]) -> None:
     """One ✗ per record; a record with several problems lists them under it."""
+    from kemem_es.store.validation import by_record
+
     records = list(by_record(problems).items())
     for label, found in records[:MAX_PROBLEMS_SHOWN]:
         if len(found) == 1:
@@ -70,9 +74,6 @@ def guarded() -> Iterator[None]:
     except KememError as exc:
         error(str(exc))
         raise typer.Exit(EXIT_ERROR) from None
-    except CLIENT_ERRORS as exc:  # the cluster failed mid-command (went away, rejected a call)
-        error(f"search engine: {describe_client_error(exc)}")
-        raise typer.Exit(EXIT_ERROR) from None
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(130)
@@ -91,3 +92,11 @@ def options_named(names: dict[str, str]) -> Iterator[None]:
         what = f"option {option}" if option.startswith("-") else f"argument {option}"
         detail = str(exc).split(f"{exc.field}: ", 1)[-1]  # after "configuration: field: " too
         raise InvalidInput(f"{what}: {detail}", field=exc.field) from None
+
+
+def open_kemem(**settings: Any) -> Kemem:
+    """A Kemem, the Memory API loaded only now: ``kemem-es --help`` and the engine commands
+    never import it."""
+    from kemem_es.kemem import Kemem
+
+    return Kemem(**settings)

@@ -5,25 +5,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from kemem_es.cli.common import EXIT_PARTIAL, console, err_console, guarded, print_problems
+from kemem_es.cli.common import (
+    EXIT_PARTIAL,
+    console,
+    err_console,
+    guarded,
+    open_kemem,
+    print_problems,
+)
 from kemem_es.cli.memory import _confirm
-from kemem_es.kemem import DEMO_FILES, Kemem, demo_path
-from kemem_es.models import Database, MemoryKind
-from kemem_es.store.layout import all_aliases
-from kemem_es.store.sizing import plan_shards
+from kemem_es.literals import Database, MemoryKind
+
+if TYPE_CHECKING:
+    from kemem_es.kemem import Kemem
 
 ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
 VariantOpt = typer.Option(None, "--variant", help="int8 or fp32 (KEMEM_MODEL_VARIANT)")
 
 
 def _kemem(model_dir: Path | None, variant: str | None) -> Kemem:
-    return Kemem(model_dir=model_dir, model_variant=variant)
+    return open_kemem(model_dir=model_dir, model_variant=variant)
 
 
 def init(
@@ -40,6 +45,9 @@ def init(
 ) -> None:
     """Install the index templates and indices (idempotent; refuses incompatible mappings).
     Shard counts apply to indices created now; existing ones keep theirs."""
+    from kemem_es.store.layout import all_aliases
+    from kemem_es.store.sizing import plan_shards
+
     with guarded():
         sizing: dict[str, Any] = {}
         if expected_memories is not None:
@@ -48,7 +56,7 @@ def init(
                 f"user db: {expected_memories:,} memories expected → "
                 f"{sizing['user_shards']} shard(s) per index"
             )
-        km = Kemem(model_dir=model_dir, model_variant=variant, **sizing)
+        km = open_kemem(model_dir=model_dir, model_variant=variant, **sizing)
         if recreate:
             prefix = km.settings.index_prefix
             n = sum(km.engine.count(a) for a in all_aliases(prefix) if km.engine.index_exists(a))
@@ -60,6 +68,7 @@ def init(
             (spec,) = km.engine.get_index(res.index).values()
             shards = spec["settings"]["index"]["number_of_shards"]
             console.print(f"{res.alias} → {res.index}: {res.action} ({shards} shard(s))")
+        console.print(calibration_line(km.calibration), highlight=False, soft_wrap=True)
         from kemem_es.store.migrate import without_vector_codes
 
         for alias, n in without_vector_codes(km.engine).items():
@@ -106,6 +115,9 @@ def migrate(
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
     """A progress bar on stderr while the block runs; yields the ``on_progress`` callback."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
     with Progress(
         "[progress.description]{task.description}",
         BarColumn(),
@@ -151,6 +163,8 @@ def index(
 
 def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt) -> None:
     """Index the bundled demo corpus into the configured engine."""
+    from kemem_es.kemem import DEMO_FILES, demo_path
+
     with guarded():
         km = _kemem(model_dir, variant)
         km.init()
@@ -160,8 +174,43 @@ def demo(model_dir: Path | None = ModelDirOpt, variant: str | None = VariantOpt)
             console.print(f"{db}/{kind} ({name}): {report.summary()}")
 
 
+def calibration_line(cal: dict[str, Any] | None) -> str:
+    """One line on the model's vector scale (embed.calibrate) for init, calibrate, status."""
+    if not cal:
+        return "embedding: a caller's own embedder, reference scale (no calibration stored)"
+    p = cal["params"]
+    return (
+        f"embedding: {cal['model']} ({cal['dims']} d), calibration v{cal['corpus']}: "
+        f"cosine scale zh {p['vec_floor']:.3f}–{p['vec_ceil']:.3f} "
+        f"(kw/vec {p['weights']['kw']:.2f}/{p['weights']['vec']:.2f}), "
+        f"latin {p['latin_vec_floor']:.3f}–{p['latin_vec_ceil']:.3f} "
+        f"(kw/vec {p['latin_weights']['kw']:.2f}/{p['latin_weights']['vec']:.2f}), "
+        f"entities {p['entity_vec_floor']:.3f}–{p['entity_vec_ceil']:.3f}"
+    )
+
+
+def calibrate(
+    model_dir: Path | None = ModelDirOpt,
+    variant: str | None = VariantOpt,
+) -> None:
+    """Measure the embedding model's vector scale on the shipped calibration pairs and store
+    it with the prefix's indices that have none (refused if they hold another model's)."""
+    with guarded():
+        km = Kemem(model_dir=model_dir, model_variant=variant)
+        cal = km.calibrate()
+        console.print(calibration_line(cal), highlight=False, soft_wrap=True)
+        if cal:
+            for lang, st in cal["stats"].items():
+                console.print(
+                    f"  {lang}: unrelated {st['unrelated']:.3f}, paraphrase "
+                    f"{st['paraphrase']:.3f}, AUC {st['auc']:.3f}",
+                    highlight=False,
+                )
+
+
 def register(app: typer.Typer) -> None:
     app.command()(init)
+    app.command()(calibrate)
     app.command()(migrate)
     app.command()(index)
     app.command()(demo)

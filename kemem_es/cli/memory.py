@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
-from pydantic import BaseModel
-from rich.table import Table
 
-from kemem_es.cli.common import EXIT_INVALID, console, error, guarded
-from kemem_es.contract.memory import Memory
+from kemem_es.cli.common import EXIT_INVALID, console, error, guarded, open_kemem
 from kemem_es.errors import InvalidInput
-from kemem_es.kemem import Kemem
-from kemem_es.models import Database, MemoryKind
+from kemem_es.literals import Database, MemoryKind
+
+if TYPE_CHECKING:
+    from kemem_es.contract.memory import Memory
+    from kemem_es.kemem import Kemem
 
 memory_app = typer.Typer(
     help="Add, read, correct and forget memories of one scope.", no_args_is_help=True
@@ -36,6 +36,8 @@ ModelDir = Annotated[Path | None, typer.Option("--model-dir", help="KEMEM_MODEL_
 
 
 def _json(obj: Any) -> None:
+    from pydantic import BaseModel
+
     if isinstance(obj, BaseModel):
         obj = obj.model_dump(mode="json")
     elif isinstance(obj, list):
@@ -71,6 +73,8 @@ def _scope(user: str | None, agent: str, db: Database) -> _ScopeArgs:
 
 
 def _table(memories: list[Memory], title: str) -> None:
+    from rich.table import Table
+
     table = Table("id", "kind", "time", "strength", "text", title=title)
     for m in memories:
         when = (m.created_at or m.updatetime or "")[:16].replace("T", " ")
@@ -117,7 +121,7 @@ def add(
         data = _json_object(record, "--record") if record is not None else text
         if data is None:
             raise InvalidInput("give TEXT or --record", field="text")
-        results = Kemem(model_dir=model_dir).add(
+        results = open_kemem(model_dir=model_dir).add(
             data,
             **_scope(user, agent, db),
             kind=kind,
@@ -144,7 +148,7 @@ def get(
 ) -> None:
     """Show one memory."""
     with guarded():
-        m = Kemem().get(memory_id, **_scope(user, agent, db), kind=kind)
+        m = open_kemem().get(memory_id, **_scope(user, agent, db), kind=kind)
         if as_json:
             _json(m)
         else:
@@ -164,7 +168,7 @@ def list_(
 ) -> None:
     """List a scope's memories, newest first, a page at a time."""
     with guarded():
-        page = Kemem().get_all(
+        page = open_kemem().get_all(
             **_scope(user, agent, db),
             kind=kind,
             filters=_parse_json(filters, "--filter"),
@@ -199,7 +203,7 @@ def update(
         changes = _json_object(data, "--data") if data is not None else text
         if changes is None:
             raise InvalidInput("give the new TEXT or --data", field="text")
-        r = Kemem().update(
+        r = open_kemem().update(
             memory_id,
             changes,
             **_scope(user, agent, db),
@@ -222,7 +226,7 @@ def delete(
 ) -> None:
     """Delete one memory (its history keeps what it said)."""
     with guarded():
-        m = Kemem().delete(
+        m = open_kemem().delete(
             memory_id,
             **_scope(user, agent, db),
             kind=kind,
@@ -263,7 +267,7 @@ def delete_all(
 ) -> None:
     """Delete every memory of one scope (matching --filter); asks first."""
     with guarded():
-        km = Kemem()
+        km = open_kemem()
         filt = _parse_json(filters, "--filter")
         _delete_many(km, _scope(user, agent, db), filt, kind, yes, forget=False)
 
@@ -277,7 +281,7 @@ def forget_user(
     """The right to be forgotten: delete all of a user's memories of one agent, and strip
     their texts from the history (each deletion stays recorded, without the words)."""
     with guarded():
-        _delete_many(Kemem(), _scope(user, agent, "user"), None, None, yes, forget=True)
+        _delete_many(open_kemem(), _scope(user, agent, "user"), None, None, yes, forget=True)
 
 
 @memory_app.command("history")
@@ -293,10 +297,12 @@ def history(
 ) -> None:
     """Every recorded change of a memory, oldest first (the newest --limit of them)."""
     with guarded():
-        entries = Kemem().history(memory_id, **_scope(user, agent, db), limit=limit)
+        entries = open_kemem().history(memory_id, **_scope(user, agent, db), limit=limit)
         if as_json:
             _json(entries)
             return
+        from rich.table import Table
+
         table = Table("at", "event", "actor", "before", "after", title=f"history of {memory_id}")
         for e in entries:
             table.add_row(e.at[:19], e.event, e.actor, e.old_text or "", e.new_text or "")
@@ -332,7 +338,7 @@ def cleanup(
         "interval_days": interval_days,
     }
     with guarded():
-        reports = Kemem().cleanup(
+        reports = open_kemem().cleanup(
             dry_run=dry_run,
             agent_id=agent,
             user_id=user,
@@ -341,6 +347,8 @@ def cleanup(
         if as_json:
             _json([r.__dict__ for r in reports])
             return
+        from rich.table import Table
+
         table = Table("agent", "user", "memories", "reason", "to delete", "deleted")
         for r in reports:
             if r.to_delete or r.reason:
@@ -353,6 +361,49 @@ def cleanup(
         console.print(f"{len(reports)} users checked; {verb} {n} memories", highlight=False)
 
 
+def doctor(
+    agent: Agent,
+    user: Annotated[str | None, typer.Option("--user", help="only this user")] = None,
+    db: Db = "user",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="report what is missing, record nothing")
+    ] = False,
+    reopen: Annotated[
+        bool,
+        typer.Option(
+            "--reopen",
+            help="first close and reopen the memory indices: the way out of OpenSearch 3.5's "
+            "already_closed_exception after a scroll over them",
+        ),
+    ] = False,
+    as_json: Json = False,
+) -> None:
+    """Check that the history matches the store for one agent (one user of it) and record what
+    it lacks: stored versions with no entry, deletions with no DELETE entry (reason
+    "recovered"; see docs/consistency.md). Exit 1 when a dry run finds something."""
+    with guarded():
+        if reopen:
+            from kemem_es.store.heal import reopen as reopen_indices
+
+            reopened = reopen_indices(Kemem().engine)
+            console.print(f"reopened {len(reopened)} indices", highlight=False)
+        rep = Kemem().repair_history(agent_id=agent, user_id=user, db=db, dry_run=dry_run)
+        if as_json:
+            _json({**rep.__dict__, "consistent": rep.consistent})
+        else:
+            verb = "would record" if dry_run else "recorded"
+            console.print(
+                f"{rep.memories} memories, {rep.histories} histories checked: "
+                f"{len(rep.unrecorded_versions)} unrecorded versions, "
+                f"{len(rep.unrecorded_deletions)} unrecorded deletions; "
+                f"{verb} {len(rep.unrecorded_versions) + len(rep.unrecorded_deletions)} entries",
+                highlight=False,
+            )
+        if dry_run and not rep.consistent:
+            raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
     app.command()(cleanup)
+    app.command()(doctor)

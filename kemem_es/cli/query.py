@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
-from rich.table import Table
 
 from kemem_es.cli.common import console, guarded, options_named
-from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import InvalidInput
-from kemem_es.kemem import Kemem
+
+if TYPE_CHECKING:
+    from kemem_es.contract.response import QueryResponse
 
 
 def _table(resp: QueryResponse, explain: bool) -> None:
+    from rich.table import Table
+
     events = Table("#", "score", "db", "time", "event", title="memory_events", show_lines=False)
     if explain:
         for col in ("kw", "vec", "time", "str"):
@@ -88,6 +91,8 @@ def query(
     model_dir: Path | None = typer.Option(None, "--model-dir", help="KEMEM_MODEL_DIR"),
 ) -> None:
     """Recall events and entities for an utterance from the user's and the official memories."""
+    from kemem_es.kemem import Kemem
+
     with guarded(), options_named(OPTION_NAMES):
         given = [
             o for o, on in (("--json", as_json), ("--simple", simple), ("--prompt", prompt)) if on
@@ -103,12 +108,12 @@ def query(
             limit=limit,
             entity_limit=entity_limit,
             score_threshold=threshold,
-            mode=mode,
+            mode=cast(Any, mode),  # checked by QueryParams, whose error names --mode
             exclude_ids=exclude,
             now=now,
             user_name=user_name,
             agent_name=agent_name,
-            strategy=strategy,
+            strategy=cast(Any, strategy),
             max_words=max_words,
             explain=explain,
         )

@@ -8,7 +8,6 @@ import logging
 import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
-from kemem_es.config import get_settings
 from kemem_es.errors import InvalidInput
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -34,6 +33,8 @@ def serve(
     """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
 
     API keys: KEMEM_SERVER_API_KEYS='{"key": ["agent_a"], "admin": ["*"]}'."""
+    from kemem_es.config import get_settings
+
     try:
         import uvicorn
 
@@ -93,5 +94,28 @@ def serve(
     uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
 
 
+def mcp(
+    user: str | None = typer.Option(
+        None, "--user", help="the one user its tools serve (else each call names one)"
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", help="the one agent its tools serve (default: KEMEM_DEFAULT_AGENT_ID)"
+    ),
+) -> None:
+    """An MCP server on stdin/stdout (tools remember, recall, context, forget,
+    list_memories), for an
+    agent that starts it; `kemem-es serve` has the same tools over HTTP at /mcp."""
+    try:
+        from kemem_es.mcp_server import run_stdio
+    except ImportError as exc:
+        error(f"the MCP server needs its extra: pip install 'kemem-es[mcp]' ({exc})")
+        raise typer.Exit(EXIT_ERROR) from None
+    # stdout carries the protocol: every log line goes to stderr
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    with guarded():
+        run_stdio(user, agent)
+
+
 def register(app: typer.Typer) -> None:
     app.command()(serve)
+    app.command()(mcp)

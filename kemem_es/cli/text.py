@@ -6,13 +6,14 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, console, err_console, error
+
+if TYPE_CHECKING:
+    pass
 
 lexicon_app = typer.Typer(help="Build and inspect the association lexicon and the IDF table.")
 
@@ -58,6 +59,9 @@ def expand(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Tokenise, pick base words and expand them through the association lexicon."""
+    from rich.table import Table
+    from rich.text import Text
+
     _quiet_jieba()
     from kemem_es.expand import Expander, Lexicon, default_expander
     from kemem_es.text import IdfTable, default_tokenizer

@@ -32,12 +32,7 @@ class Weights(BaseModel):
 
     Calibrated on the dialogue dev sets (bench/dialogue/) and MemDaily: meaning (vector) and
     keyword evidence carry the score; time and strength only break near-ties (a memory a year
-    older loses at most ``time``/2 = 0.015). Round 4 moved kw/vec from 0.40/0.55 to 0.48/0.47,
-    with the event cosine scale 0.62–0.80 → 0.595–0.775 (0.593–0.773 since round 6) so that
-    0.5 keeps its meaning (see QueryParams.vec_floor): fusion R@5 long set 0.683 → 0.692, short
-    set 0.930 → 0.936 (the single modes unchanged; any ratio w_kw·span/w_vec in 0.16–0.22
-    measured the same on half a), MemDaily (2,954 queries) per user 0.869 → 0.868 (nDCG@10 0.933
-    both), pooled 0.319 → 0.321 (bench/results/2026-11-26-quality, round 4)."""
+    older loses at most ``time``/2 = 0.015). How they were measured: docs/calibration.md."""
 
     model_config = ConfigDict(allow_inf_nan=False)  # NaN would pass the sum check below
 
@@ -123,13 +118,9 @@ class QueryParams(BaseModel):
     weights: Weights = Field(default_factory=Weights)
     # m3e (the reference model) is a Chinese model: on English text its cosines barely separate
     # the memory a query means from the others, so a query written mostly in latin script
-    # leans on its words (English dev set, bench/dialogue_en: dialogues fusion R@5 0.717 →
-    # 0.863 against bm25 0.723, vector 0.520, rrf 0.737; one-turn questions 0.957 → 0.960).
-    # English cosines sit higher and every English memory would score low on the Chinese
-    # scale, so the latin scale starts lower: a one-turn English question recalls the memory
-    # it asks about in 89 % of queries and some other memory clears 0.5 in 41 % — about what
-    # the Chinese calibration gives (90 % / 44 %); 91 % / 45 % with term proximity (round 10).
-    # Used unless the caller sets ``weights`` or the event cosine scale.
+    # leans on its words; English cosines sit higher, so its scale starts lower (so that 0.5
+    # means what it means in Chinese). Used unless the caller sets ``weights`` or the event
+    # cosine scale. Measurements: docs/calibration.md.
     latin_weights: Weights = Field(
         default_factory=lambda: Weights(kw=0.82, vec=0.13),
         description="fusion weights for a query in latin script (English), see script_params",
@@ -143,16 +134,9 @@ class QueryParams(BaseModel):
     # vec = (cos - floor) / (ceil - floor): m3e-small's cosines cluster in 0.6-0.75 for unrelated
     # text and reach ~0.85 for a paraphrase; the span (0.18) places "unrelated" near 0 and "same
     # meaning" near 1. The ranking depends only on w_kw : w_vec/(ceil − floor); the floor shifts
-    # every event score, i.e. it sets what score_threshold means. Round 4 (kw/vec 0.48/0.47) put
-    # the floor where the README's 「胃疼」 still recalls 木木's gastritis (a memory with no shared
-    # word, cosine 0.783: 0.503) and the dialogue dev sets (500 queries) see the memory a
-    # dialogue was written for clear 0.5 in 90.0 % of queries (before 89.0 %), some other memory
-    # in 44.2 % (before 41.4 %; the old weights reach 90.0 % only at 44.8 %, and at the old floor
-    # 0.62 the new weights give 79.8 % / 20.0 %). Entities keep their own scale (entity_vec_*).
-    # Round 6: int8 vectors no longer depend on their import batch; the gastritis memory's own
-    # cosine is 0.7813 (0.7830 in the demo's batch), so the scale moved down by 0.002 to keep it
-    # recalled (0.504); gold / other clear 0.5 in 90.0 % / 48.2 % — other batchings of the old
-    # vectors gave 89.6-90.2 % / 44.2-45.4 % at 0.595, the noise this calibration lives with.
+    # every event score, i.e. it sets what score_threshold means: here a memory with no word in
+    # common but the same meaning (「胃疼」 → 木木's gastritis) still clears 0.5. Entities keep
+    # their own scale (entity_vec_*). Measurements: docs/calibration.md.
     vec_floor: float = Field(0.593, ge=-1, lt=1, description="event cosine scored 0")
     vec_ceil: float = Field(0.773, gt=-1, le=1, description="event cosine scored 1")
     # The entity evidence (0.6·coverage + 0.4·vec) and its thresholds (entity_threshold,
@@ -167,20 +151,14 @@ class QueryParams(BaseModel):
     # m3e scores an English chat turn 0.70–0.83 against unrelated English entities, about what
     # it gives the related ones, so the cosine put an unrelated entity in front of 62 % of
     # unrelated English chat turns (entity dev set, bench/entities). English entity evidence is
-    # keyword coverage, plus a bonus for a named entity: those turns get none in 90 %, and the
-    # entities returned are the ones written down as relevant 58 % of the time instead of 37 %,
-    # at the cost of fewer relevant ones (recall 0.475 → 0.417; bench/results/2026-11-26-
-    # quality, round 8).
+    # keyword coverage, plus a bonus for a named entity (docs/calibration.md).
     latin_entity_weights: EntityWeights = Field(
         default_factory=lambda: EntityWeights(kw=2.5, vec=0.0, name=0.2),
         description="entity evidence for a query in latin script (English), see script_params",
     )
     # Dialogue queries: the current utterance and the earlier turns (newest weighs most). In a
     # long conversation the last turn is often vague ("对啊，跟那次一样") and the topic sits a few
-    # turns back: the long dialogue dev set (166 queries, 6 turns) measured fusion R@5 0.652 →
-    # 0.69 and the short set +0.007 with 8 turns, decay 0.7 and 0.2 (tuned on split a, checked
-    # on b; per-turn vectors, max over turns and agent turns weighted less did not beat the
-    # window's one embedding; bench/results/2026-11-26-quality, round 3).
+    # turns back, so the window's turns share the vector and the keywords (docs/calibration.md).
     utterance_weight: float = Field(
         0.2, ge=0, le=1, description="query vector = w·utterance + (1−w)·dialogue window"
     )
@@ -188,6 +166,14 @@ class QueryParams(BaseModel):
         0.7, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )
     context_turns: int = Field(8, ge=0, le=20, description="earlier turns used (newest first)")
+    # How the dialogue window becomes a vector (search.query_text): "joint" embeds the earlier
+    # turns and the utterance as one text (the calibration's choice, one long model call per
+    # query); "earlier" embeds the earlier turns alone, a text known before the user speaks:
+    # its vector is cached (Kemem.prepare_context computes it off the request path), so a
+    # chat turn costs about what a bare utterance does.
+    context_vector: Literal["joint", "earlier"] = Field(
+        "joint", description="dialogue window vector: turns + utterance, or the earlier turns"
+    )
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,
     # pooled R@5 0.309 → 0.319; the dialogue dev set, whose utterances are mostly one sentence:
@@ -199,6 +185,11 @@ class QueryParams(BaseModel):
         4, ge=0, le=8, description="newest sentences of the utterance embedded on their own"
     )
     prefilter: bool = Field(True, description="skip the search for pure small talk (你好, 嗯嗯)")
+    rewrite: bool = Field(
+        False,
+        description="an LLM rewrites the utterance and recent turns into one self-contained "
+        "search text first (KEMEM_REWRITE_MODEL; a slow or failing rewriter: the plain query)",
+    )
     strength_k: float = Field(30.0, gt=0, description="str = s / (s + k)")
     # the records' time rule (year 1000–9999, offset within ±18:00): the engine computes with it
     now: Time | None = None  # the records' time rule: a date string or datetime, no bare number
@@ -250,9 +241,8 @@ class QueryParams(BaseModel):
     # Term proximity (fusion, two_stage): pairs of the utterance's strongest words found close
     # together in a memory's text add up to this much to the keyword coverage. Long English
     # memories (session summaries) mention many of a question's words far apart; the one that
-    # tells the story has them together. English dev set without keywords (bench/dialogue_en,
-    # round 10): session questions R@1 0.640 → 0.680, R@5 0.923 → 0.927; the Chinese dev sets
-    # (short memories) did not move at 0.2–0.4, so it is off unless a query is latin script.
+    # tells the story has them together. Short (Chinese) memories gain nothing from it, so it is
+    # off unless a query is latin script (docs/calibration.md).
     proximity_share: float = Field(
         0.0, ge=0, le=1, description="most that word pairs found close together add to coverage"
     )
@@ -261,9 +251,8 @@ class QueryParams(BaseModel):
     )
     # Anchor feedback (fusion, two_stage; search.anchor): when the best memory leads the second
     # by ``anchor_gate``, the memories whose vectors are close to it (cosine above
-    # ``anchor_floor``) gain up to ``anchor_weight``, among the ``anchor_window`` best. Chosen on
-    # half a of the long dialogue set (round 10, offline: 0.05–0.2 × floor 0.7/0.8 × gate
-    # 0–0.1); the gate keeps MemDaily, with one memory per question, where it was.
+    # ``anchor_floor``) gain up to ``anchor_weight``, among the ``anchor_window`` best. The gate
+    # leaves a question with one clear memory as it was (docs/calibration.md).
     anchor_weight: float = Field(
         0.2, ge=0, le=1, description="most a memory close to a confident best hit gains"
     )
@@ -283,12 +272,7 @@ class QueryParams(BaseModel):
         10, ge=1, le=100, description="best hits that closeness in meaning to the anchor raises"
     )
     # Temporal contiguity (search.anchor): a confident anchor also raises the memories close to
-    # it in time, "close" measured against the user's own timeline. Chosen offline on half a of
-    # the dialogue dev set (round 13: weight 0.1–0.5 × scale 0.005–0.1 × window 20/30/50; each
-    # hit more in the window costs the request ~0.05 ms, so the smallest window that kept most
-    # of the gain). On the engine: whole set R@5 0.867 → 0.875 (half b, not chosen on, +0.005),
-    # the blind check set unchanged, MemDaily per user +0.001, pooled −0.001; 100k p50 +1.7 %
-    # (per user) / +3.7 % (official db, approximate).
+    # it in time, "close" measured against the user's own timeline (docs/calibration.md).
     contiguity_weight: float = Field(
         0.2, ge=0, le=1, description="most a memory close in time to a confident best hit gains"
     )

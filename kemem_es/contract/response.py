@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
@@ -9,6 +10,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 # The names ``检索耗时`` times its stages under (ms); every answer has ``total``.
 STAGES = (
     "prefilter",
+    "rewrite",
     "tokenise",
     "expand",
     "embed",
@@ -17,6 +19,25 @@ STAGES = (
     "assemble",
     "total",
 )
+
+
+ISO_TWIN = (
+    "{} as an instant: ISO 8601 with its offset (the contract's field shows the wall clock "
+    "only); a time stored without an offset is read as UTC, as the engine orders it"
+)
+
+
+def iso_instant(value: object) -> str | None:
+    """A stored time in ISO 8601 with an offset (``Z`` read for none), None when missing or
+    unreadable: the twin of the contract's wall-clock fields."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t.isoformat(timespec="microseconds" if t.microsecond else "seconds")
 
 
 class Signals(BaseModel):
@@ -61,6 +82,8 @@ class EventHit(BaseModel):
         description="a newer fact replaced this one (recalled for a question about the "
         "past; the prompt shows it as 以前：…)",
     )
+    created_at_iso: str | None = Field(None, description=ISO_TWIN.format("created_at"))
+    updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
     # created_at / updatetime as stored (ISO 8601, their offset kept). The contract's fields
     # show the wall clock only; the prompt needs the offset to compare an event with ``now``
     # as instants (kemem_es/prompt.py). Not part of the contract: never serialised, so a hit
@@ -99,6 +122,7 @@ class EntityHit(BaseModel):
         description="a newer fact replaced this one (recalled for a question about the "
         "past; the prompt shows it as 以前：…)",
     )
+    updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
 
 
 class AdditionalInfo(BaseModel):
@@ -142,6 +166,11 @@ class AdditionalInfo(BaseModel):
         "index missing (only with degrade on, or a missing index); absent when all went well",
     )
     degraded_reason: str | None = Field(None, description="what degraded, and why")
+    rewrite: dict[str, str] | None = Field(
+        None,
+        description="with rewrite on: the search text the rewriter gave ({'text': …}), or why "
+        "the plain utterance was searched ({'fallback': …}); absent otherwise",
+    )
 
     model_config = {"populate_by_name": True}
 
@@ -176,6 +205,17 @@ class QueryResponse(BaseModel):
             for n in self.memory_entities
         ]  # fmt: skip
         return events + entities
+
+    def __str__(self) -> str:
+        """The prompt text of these memories (as ``Kemem.prompt`` renders it with its defaults:
+        this machine's clock, no names), so ``f"关于用户的记忆: \n{memories}"`` reads as the
+        chat model should see it; ``repr`` stays the model's."""
+        from datetime import datetime
+
+        from kemem_es.prompt import render_prompt
+
+        now = datetime.now().astimezone()
+        return render_prompt(self.memory_events, self.memory_entities, now, None, None)
 
     def __getitem__(self, key: str) -> Any:
         """``resp["results"]`` and the contract's keys, for code that treats it as a dict."""

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
     from kemem_es.config import Settings
+    from kemem_es.embed.remote import RemoteEmbedder
 
 Variant = Literal["int8", "fp32"]
+Pooling = Literal["mean", "cls", "last"]
+POOLINGS: tuple[str, ...] = ("mean", "cls", "last")
 
 # Names each variant goes by: ours first, then the optimum / transformers.js convention.
 _ONNX_NAMES: dict[str, tuple[str, ...]] = {
@@ -69,6 +72,10 @@ class Embedder:
         long_window: int = 128,
         *,
         label: str | None = None,
+        pooling: Pooling = "mean",
+        normalize: bool = True,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         model_dir = Path(model_dir).expanduser()
         if not model_dir.is_dir():
@@ -77,6 +84,12 @@ class Embedder:
             )
         if variant not in _ONNX_NAMES:
             raise EmbedderError(f"unknown model variant {variant!r}: use 'int8' or 'fp32'")
+        if pooling not in POOLINGS:
+            raise EmbedderError(f"unknown pooling {pooling!r}: use mean, cls or last")
+        self.pooling: Pooling = pooling
+        self.normalize = normalize
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
         onnx_path = _find(model_dir, _ONNX_NAMES[variant])
         if onnx_path is None:
             other = _other(variant)
@@ -126,8 +139,26 @@ class Embedder:
 
     @property
     def name(self) -> str:
-        """Model + variant, for reports and index metadata (e.g. ``m3e-small-onnx (int8)``)."""
-        return f"{self._label} ({self.variant})"
+        """Model + variant, for reports and index metadata (e.g. ``m3e-small-onnx (int8)``);
+        a pooling other than mean, no normalisation or a prefix are part of it (they change
+        every vector, so an index written with one must not be queried with another)."""
+        extra = [] if self.pooling == "mean" else [f"{self.pooling} pooling"]
+        if not self.normalize:
+            extra.append("not normalised")
+        if self.query_prefix or self.document_prefix:
+            extra.append("prefixes " + _short_hash(self.query_prefix, self.document_prefix))
+        return f"{self._label} ({', '.join([self.variant, *extra])})"
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts asked as queries: ``query_prefix`` goes before each (e5's ``query: ``,
+        a Qwen3-Embedding instruction); ``embed`` is for the memories' own texts."""
+        if isinstance(texts, str):
+            raise TypeError("embed_queries() takes a sequence of texts")
+        return self._embed([self.query_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query text → a (dim,) float32 vector."""
+        return self.embed_queries([text])[0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed many texts; row i belongs to ``texts[i]``; shape (n, dim), float32.
@@ -144,6 +175,12 @@ class Embedder:
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts; use embed_one() for one text")
+        if self.document_prefix:
+            texts = [self.document_prefix + t for t in texts]
+        return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``embed`` without a prefix: the texts as given."""
         pieces: list[tuple[list[int], list[int]]] = []
         owner: list[int] = []
         for i, enc in enumerate(self._tokenizer.encode_batch(list(texts))):
@@ -162,6 +199,8 @@ class Embedder:
             weights = np.asarray([len(ids) for ids, _ in pieces], dtype=np.float32)
             np.add.at(out, np.asarray(owner), pooled * weights[:, None])
             out /= np.bincount(owner, weights=weights)[:, None].astype(np.float32)
+        if not self.normalize:
+            return out.astype(np.float32, copy=False)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return (out / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
@@ -199,7 +238,10 @@ class Embedder:
         return out
 
     def _pool(self, pieces: Sequence[tuple[list[int], list[int]]]) -> np.ndarray:
-        """Mean-pooled last hidden states (not normalised) of token-id pieces, padded here."""
+        """Pooled last hidden states (not normalised) of token-id pieces, padded here (on the
+        right): their mean over the real tokens, the first token's ([CLS]: bge) or the last
+        real token's (decoder models such as Qwen3-Embedding, whose tokenizer ends each text
+        with its end-of-text token)."""
         width = max(len(ids) for ids, _ in pieces)
         ids = np.full((len(pieces), width), self._pad_id, dtype=np.int64)
         types = np.zeros((len(pieces), width), dtype=np.int64)
@@ -211,7 +253,16 @@ class Embedder:
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feed["token_type_ids"] = types
+        if "position_ids" in self._input_names:  # decoder exports take positions too
+            feed["position_ids"] = np.broadcast_to(np.arange(width, dtype=np.int64), ids.shape)
         hidden = self._session.run([self._output], feed)[0].astype(np.float32, copy=False)
+        if hidden.ndim == 2:  # the graph pools already (a sentence_embedding output)
+            return hidden
+        if self.pooling == "cls":
+            return hidden[:, 0, :]
+        if self.pooling == "last":
+            last = mask.sum(axis=1) - 1
+            return hidden[np.arange(len(pieces)), last, :]
         m = mask[:, :, None].astype(np.float32)
         return (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
 
@@ -249,6 +300,10 @@ class Embedder:
             "threads": settings.embed_threads,
             "batch_size": settings.embed_batch,
             "max_length": settings.embed_max_length,
+            "pooling": settings.embed_pooling,
+            "normalize": settings.embed_normalize,
+            "query_prefix": settings.embed_query_prefix,
+            "document_prefix": settings.embed_document_prefix,
         }
         if settings.model_dir is not None:
             return cls(settings.model_dir, **kwargs)
@@ -259,6 +314,13 @@ class Embedder:
             "no embedding model configured: set KEMEM_MODEL_DIR to a local ONNX model directory "
             "(or KEMEM_MODEL to a hub model id, with internet)"
         )
+
+
+def _short_hash(*parts: str) -> str:
+    """A short stable digest of prefix texts (an instruction may be long, and any character)."""
+    import hashlib
+
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:8]
 
 
 def _load_tokenizer(path: Path, max_length: int) -> tuple[Tokenizer, int]:
@@ -356,15 +418,35 @@ def _first_sentence(message: str, limit: int = 160) -> str:
 
 
 _CACHE: dict[tuple[object, ...], Embedder] = {}
+_REMOTE: dict[tuple[object, ...], RemoteEmbedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_embedder(settings: Settings) -> Embedder:
+def load_embedder(settings: Settings) -> Embedder | RemoteEmbedder:
     """The shared embedder for these settings: sessions are costly, so each loads once.
 
-    Keyed by model source, variant and threads, plus batch size and max length (they change
-    the embedder's behaviour, so two settings differing there must not share one).
+    ``KEMEM_EMBED_URL`` set: the remote OpenAI-compatible service (``embed.remote``), else the
+    local ONNX model. Keyed by every setting that changes a vector or how it is computed (two
+    settings differing there must not share one).
     """
+    if settings.embed_url:
+        from kemem_es.embed.remote import RemoteEmbedder
+
+        key: tuple[object, ...] = (
+            "remote",
+            settings.embed_url,
+            settings.embed_model,
+            settings.embed_api_key.get_secret_value() if settings.embed_api_key else None,
+            settings.embed_timeout_s,
+            settings.embed_dim,
+            settings.embed_batch,
+            settings.embed_query_prefix,
+            settings.embed_document_prefix,
+        )
+        with _CACHE_LOCK:
+            if key not in _REMOTE:
+                _REMOTE[key] = RemoteEmbedder.from_settings(settings)
+            return _REMOTE[key]
     source = str(settings.model_dir) if settings.model_dir is not None else settings.model
     key = (
         source,
@@ -372,6 +454,10 @@ def load_embedder(settings: Settings) -> Embedder:
         settings.embed_threads,
         settings.embed_batch,
         settings.embed_max_length,
+        settings.embed_pooling,
+        settings.embed_normalize,
+        settings.embed_query_prefix,
+        settings.embed_document_prefix,
     )
     with _CACHE_LOCK:
         if key not in _CACHE:

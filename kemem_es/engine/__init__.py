@@ -1,5 +1,10 @@
-"""Engine layer: client factory, dialects, index templates, bulk writes, the local node."""
+"""Engine layer: talks to the cluster and nothing else.
 
-from kemem_es.engine.client import Engine, connect
+errors.py (client errors → KememError), dialect.py (pure dialect objects), client.py (the one
+``Engine`` and its request method), connect.py (connecting), local.py / jdk.py (local nodes).
+"""
+
+from kemem_es.engine.client import Engine
+from kemem_es.engine.connect import connect  # the function (it shadows the module's name here)
 
 __all__ = ["Engine", "connect"]

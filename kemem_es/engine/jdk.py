@@ -1,8 +1,12 @@
-"""Which OpenSearch the local node runs, and on which JDK.
+"""Which engine the local node runs, and on which JDK.
 
-Two engines are known (``ENGINES``): OpenSearch 3.5 (Lucene 10, SIMD vector maths through the
-``jdk.incubator.vector`` module) needs a JDK 21+; OpenSearch 2.19 runs on Java 17 to 23 (its
-code still installs a SecurityManager, which JDK 24+ no longer has).
+OpenSearch (the default, ``KEMEM_ENGINE=opensearch``): 3.5 (Lucene 10, SIMD vector maths through
+the ``jdk.incubator.vector`` module) needs a JDK 21+; 2.19 runs on Java 17 to 23 (its code still
+installs a SecurityManager, which JDK 24+ no longer has).
+
+Elasticsearch (``KEMEM_ENGINE=elasticsearch``): a development node from the server jar and the
+transport-netty4 module on Maven Central (no Painless, analysis-common, mapper-extras or
+reindex: see ``MISSING_IN_ES_NODE``). 9.5 needs a JDK 21+, 8.18 runs on Java 17 to 24.
 
 JDKs are looked for in this order: ``KEMEM_JAVA_HOME`` (when set, it is the only one used),
 ``JAVA_HOME``, the JDKs under ``/usr/lib/jvm`` (newest first), then ``java`` on the PATH.
@@ -29,14 +33,22 @@ JVM_DIR = Path("/usr/lib/jvm")
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """One OpenSearch release the local node can run."""
+    """One engine release the local node can run."""
 
     version: str  # the short name used in settings, folders and messages: "3.5"
-    release: str  # the OpenSearch release: "3.5.0"
+    release: str  # the engine release: "3.5.0"
     pom: str  # the Maven file (in kemem_es/engine) that fetches its jars
     min_java: int
     max_java: int | None  # newest Java major it runs on (None: no known limit)
     jvm_flags: tuple[str, ...] = ()
+    product: str = "opensearch"  # or "elasticsearch"
+    launcher: str | None = None  # Elasticsearch: the launcher's sources (kemem_es/engine/java/)
+
+    @property
+    def name(self) -> str:
+        """The engine's name with its release, for messages: "OpenSearch 3.5.0"."""
+        product = "Elasticsearch" if self.product == "elasticsearch" else "OpenSearch"
+        return f"{product} {self.release}"
 
     def fits(self, major: int) -> bool:
         return major >= self.min_java and (self.max_java is None or major <= self.max_java)
@@ -68,8 +80,40 @@ ENGINES: dict[str, EngineSpec] = {
         max_java=23,
     ),
 }
-NEWEST = "3.5"
-FALLBACK = "2.19"
+ES_ENGINES: dict[str, EngineSpec] = {
+    "9.5": EngineSpec(
+        version="9.5",
+        release="9.5.3",
+        pom="pom-es-9.5.xml",
+        min_java=21,
+        max_java=None,
+        jvm_flags=("--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED"),
+        product="elasticsearch",
+        launcher="es9",
+    ),
+    "8.18": EngineSpec(
+        version="8.18",
+        release="8.18.8",
+        pom="pom-es-8.18.xml",
+        min_java=17,
+        max_java=24,
+        product="elasticsearch",
+        launcher="es8",
+    ),
+}
+ENGINES.update(ES_ENGINES)
+# (newest, fallback) per product, for KEMEM_ENGINE_VERSION=auto
+AUTO = {"opensearch": ("3.5", "2.19"), "elasticsearch": ("9.5", "8.18")}
+NEWEST, FALLBACK = AUTO["opensearch"]
+# What the Elasticsearch node from Maven Central lacks (Elastic publishes only the server jar and
+# the HTTP module; elastic/elasticsearch#82513): `engine status` says so, the tests skip on it.
+MISSING_IN_ES_NODE = (
+    "Painless (lang-painless: no script_score, no scripted updates)",
+    "analysis-common (no custom analyzers built on its tokenizers and filters)",
+    "mapper-extras (no scaled_float, rank_feature, search_as_you_type)",
+    "reindex (no _delete_by_query, _update_by_query, _reindex)",
+    "x-pack (no security, licensing, ML, ILM) and GET / (405)",
+)
 
 
 @dataclass(frozen=True)
@@ -178,8 +222,9 @@ def find_jdks(
 
 
 # -- selection --------------------------------------------------------------------------------
-def choose(wanted: str, jdks: list[Jdk]) -> Choice:
-    """The engine and JDK to run: ``wanted`` is "auto", "3.5" or "2.19"."""
+def choose(wanted: str, jdks: list[Jdk], product: str = "opensearch") -> Choice:
+    """The engine and JDK to run: ``wanted`` is "auto" or one of ``ENGINES`` ("3.5", "2.19",
+    "9.5", "8.18"); ``product`` says which engine "auto" means."""
     looked = "looked at KEMEM_JAVA_HOME, JAVA_HOME, /usr/lib/jvm and the PATH"
     if jdks and all(j.source == "KEMEM_JAVA_HOME" for j in jdks):
         looked = "only KEMEM_JAVA_HOME is looked at while it is set; unset it to look elsewhere"
@@ -194,14 +239,15 @@ def choose(wanted: str, jdks: list[Jdk]) -> Choice:
             if spec.fits(jdk.major):
                 return Choice(spec, jdk)
         raise EngineSetupError(
-            f"OpenSearch {spec.release} needs Java {spec.java_range}; found {seen} ({looked}). "
+            f"{spec.name} needs Java {spec.java_range}; found {seen} ({looked}). "
             + _install_hint(spec)
         )
-    newest = ENGINES[NEWEST]
+    newest_v, fallback_v = AUTO.get(product, AUTO["opensearch"])
+    newest = ENGINES[newest_v]
     for jdk in jdks:
         if newest.fits(jdk.major):
             return Choice(newest, jdk)
-    fallback = ENGINES[FALLBACK]
+    fallback = ENGINES[fallback_v]
     for jdk in jdks:
         if fallback.fits(jdk.major):
             if jdk.source == "KEMEM_JAVA_HOME":
@@ -209,8 +255,8 @@ def choose(wanted: str, jdks: list[Jdk]) -> Choice:
             else:
                 why, fix = f"no JDK {newest.min_java}+ found", "install (or set KEMEM_JAVA_HOME to)"
             note = (
-                f"note: {why}, so the local engine is OpenSearch {fallback.release} on Java "
-                f"{jdk.version}; {fix} a JDK {newest.min_java}+ for OpenSearch {newest.release}"
+                f"note: {why}, so the local engine is {fallback.name} on Java "
+                f"{jdk.version}; {fix} a JDK {newest.min_java}+ for {newest.name}"
             )
             return Choice(fallback, jdk, note)
     raise EngineSetupError(
@@ -230,7 +276,7 @@ def jvm_info(engine: Any) -> dict[str, Any] | None:
     count, and on how many nodes the vector incubator module (SIMD) is on. None when the
     cluster does not tell (e.g. no permission to read node info)."""
     try:
-        nodes = dict(engine.client.nodes.info(metric="jvm")).get("nodes", {})
+        nodes = dict(engine.request("GET", "/_nodes/jvm")).get("nodes", {})
     except Exception:
         return None
     if not nodes:

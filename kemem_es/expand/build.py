@@ -204,7 +204,12 @@ def build_from_cooccurrence(
     cfg: BuildConfig | None = None,
 ) -> Lexicon:
     """Associations from document-level co-occurrence, scored by normalised PMI."""
-    from sklearn.feature_extraction.text import CountVectorizer
+    try:
+        from sklearn.feature_extraction.text import CountVectorizer
+    except ImportError as e:
+        from kemem_es.text.keywords import SKLEARN_MISSING
+
+        raise ValueError(SKLEARN_MISSING) from e
 
     cfg = cfg or BuildConfig()
     tok = tokenizer or default_tokenizer()

@@ -16,7 +16,6 @@ recorded in the history with actor ``cleanup`` and its reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -24,28 +23,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings
-from kemem_es.engine.client import Engine, engine_errors
-from kemem_es.errors import InvalidInput
-from kemem_es.memory.strength import parse_instant, state_id, utc_iso
-from kemem_es.store.crud import Crud, Stored
-from kemem_es.store.layout import (
-    HEAVY_FIELDS,
-    KINDS,
-    UID_FIELD,
-    index_alias,
-    kind_of_index,
-    users_alias,
-)
+from kemem_es.errors import InvalidInput, activity
+from kemem_es.store.crud import Crud
 from kemem_es.store.scope import Scope
-
-WEAKEST_FIRST = [
-    {"strength": {"order": "asc", "missing": "_first"}},
-    {"recall_count": {"order": "asc", "missing": "_first"}},
-    {"last_recalled_at": {"order": "asc", "missing": "_first"}},
-    {"updatetime": {"order": "asc", "missing": "_first"}},
-    {UID_FIELD: {"order": "asc"}},
-]
-PAGE = 1000
+from kemem_es.store.users import Users, parse_instant
 
 
 def _setting_value(setting: str, value: object, name: str) -> Any:
@@ -110,81 +91,9 @@ def plan(
     return "", 0
 
 
-def _users(engine: Engine, agent_id: str | None, user_id: str | None) -> Iterator[tuple[str, str]]:
-    """Every (agent, user) with user memories, via a composite aggregation (paged)."""
-    prefix = engine.settings.index_prefix
-    indices = ",".join(index_alias(prefix, "user", k) for k in ("events", "entities"))
-    filters: list[dict[str, Any]] = [{"term": {"db": "user"}}]
-    if agent_id:
-        filters.append({"term": {"agent_id": agent_id}})
-    if user_id:
-        filters.append({"term": {"user_id": user_id}})
-    after = None
-    while True:
-        comp: dict[str, Any] = {
-            "size": 500,
-            "sources": [
-                {"a": {"terms": {"field": "agent_id"}}},
-                {"u": {"terms": {"field": "user_id"}}},
-            ],
-        }
-        if after:
-            comp["after"] = after
-        query = {"bool": {"filter": filters}}
-        body = {"size": 0, "query": query, "aggs": {"s": {"composite": comp}}}
-        agg = engine.search(indices, body)["aggregations"]["s"]
-        for bucket in agg["buckets"]:
-            yield bucket["key"]["a"], bucket["key"]["u"]
-        after = agg.get("after_key")
-        if not agg["buckets"] or not after:
-            return
-
-
-def _last_written(engine: Engine, scope: Scope) -> datetime | None:
-    """When the scope's newest memory was written (``indexed_at``): an import or an operator's
-    write is not the user's activity, but a user whose memories arrived yesterday is not
-    inactive either. Without it, the first clean-up after an import trimmed every imported user
-    (none of them has an activity record yet) to ``min_capacity``."""
-    prefix = engine.settings.index_prefix
-    indices = ",".join(index_alias(prefix, "user", k) for k in ("events", "entities"))
-    body = {
-        "size": 0,
-        "query": {"bool": {"filter": scope.filters()}},
-        "aggs": {"newest": {"max": {"field": "indexed_at"}}},
-    }
-    res = engine.search(indices, body, routing=scope.routing)
-    newest = res.get("aggregations", {}).get("newest", {}).get("value_as_string")
-    return parse_instant(newest)
-
-
-def _weakest(engine: Engine, scope: Scope, n: int) -> list[Stored]:
-    """The n weakest memories of a scope across events and entities, each with its kind and
-    the version it was chosen at (deleted only if still that one)."""
-    prefix = engine.settings.index_prefix
-    indices = ",".join(index_alias(prefix, "user", k) for k in ("events", "entities"))
-    out: list[Stored] = []
-    after = None
-    while len(out) < n:
-        body: dict[str, Any] = {
-            "size": min(PAGE, n - len(out)),
-            "query": {"bool": {"filter": scope.filters()}},
-            "sort": WEAKEST_FIRST,
-            "_source": {"excludes": HEAVY_FIELDS},
-            "track_total_hits": False,
-            "seq_no_primary_term": True,
-        }
-        if after:
-            body["search_after"] = after
-        hits = engine.search(indices, body, routing=scope.routing)["hits"]["hits"]
-        if not hits:
-            break
-        out += [Stored.listed(kind_of_index(h["_index"]), h) for h in hits]
-        after = hits[-1]["sort"]
-    return out
-
-
 def cleanup(
-    engine: Engine,
+    users: Users,
+    crud: Crud,
     policy: Policy,
     now: datetime | None = None,
     dry_run: bool = False,
@@ -195,22 +104,21 @@ def cleanup(
     ``dry_run``, would be) deleted per user."""
     now = now or datetime.now(timezone.utc)
     now = now if now.tzinfo else now.astimezone()
-    prefix = engine.settings.index_prefix
-    crud = Crud(engine)
     reports: list[UserCleanup] = []
-    with engine_errors("cleaning up"):
-        for idx in ("events", "entities"):
-            engine.refresh(index_alias(prefix, "user", idx))
-        for agent, user in list(_users(engine, agent_id, user_id)):
+    with activity("cleaning up"):
+        users.refresh_memories()
+        for agent, user in list(users.scopes(agent_id, user_id)):
             scope = Scope.of(agent_id=agent, user_id=user)
             count = crud.count(scope)
-            state = engine.get(users_alias(prefix), state_id(scope))
-            src = (state or {}).get("_source", {})
-            seen = [parse_instant(src.get("last_active_at")), _last_written(engine, scope)]
+            state = users.state(scope)
+            # A write (an import) is not the user's activity, but a user whose memories
+            # arrived yesterday is not inactive either: without it, the first clean-up after
+            # an import trimmed every imported user to ``min_capacity``.
+            seen = [parse_instant(state.get("last_active_at")), users.last_written(scope)]
             reason, n = plan(
                 count,
                 max((t for t in seen if t is not None), default=None),
-                parse_instant(src.get("last_cleanup_at")),
+                parse_instant(state.get("last_cleanup_at")),
                 now,
                 policy,
             )
@@ -218,27 +126,12 @@ def cleanup(
             reports.append(rep)
             if n <= 0:
                 continue
-            victims = _weakest(engine, scope, n)
+            victims = users.weakest(scope, n)
             rep.preview = [v.memory_id for v in victims[:10]]
             if dry_run:
                 continue
             rep.deleted = len(crud.delete_sources(scope, victims, "cleanup", reason=reason))
-            engine.bulk(
-                [
-                    {"update": {"_index": users_alias(prefix), "_id": state_id(scope)}},
-                    {
-                        "doc": {
-                            "agent_id": agent,
-                            "user_id": user,
-                            "last_cleanup_at": utc_iso(now),
-                            "last_cleanup_deleted": rep.deleted,
-                        },
-                        "doc_as_upsert": True,
-                    },
-                ],
-                refresh=True,
-            )
+            users.record_cleanup(scope, now, rep.deleted)
         if any(r.deleted for r in reports):
-            for kind in KINDS:
-                engine.refresh(index_alias(prefix, "user", kind))
+            users.refresh_memories()
     return reports

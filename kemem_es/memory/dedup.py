@@ -36,16 +36,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kemem_es.engine.client import Engine, Search, engine_errors, raise_engine_error
 from kemem_es.models import EntityRecord, MemoryKind, MemoryRecord, split_keywords
 from kemem_es.store.documents import TextTokenizer
-from kemem_es.store.layout import HEAVY_FIELDS, VECTOR_FIELD, index_alias
+from kemem_es.store.layout import HEAVY_FIELDS
+from kemem_es.store.nearest import Neighbours
 from kemem_es.store.scope import Scope
 from kemem_es.text.stopwords import default_stopwords
 from kemem_es.text.tokenizer import normalize
 
 Decision = Literal["ADD", "UPDATE", "NOOP"]
-ENTITY_CANDIDATES = 10  # an entity's nearest attributes whose names share its words, checked
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
@@ -109,59 +108,18 @@ def same_entity(source: Mapping[str, Any], record: MemoryRecord) -> bool:
     return name == normalize(record.entity_name).strip() and source.get("kind") == record.kind
 
 
-def _filters(scope: Scope, record: MemoryRecord, tok: TextTokenizer | None) -> list[dict[str, Any]]:
-    """The scope's filters; for an entity, its kind and its name: spelled the same, or (with
-    the scope's tokenizer) made of the same words, a superset that ``same_entity`` narrows."""
-    filters = scope.filters()
-    if isinstance(record, EntityRecord):
-        names: list[dict[str, Any]] = [{"term": {"entity_name": record.entity_name}}]
-        if tok is not None:
-            words = tok.index_text(record.entity_name)
-            names.append({"match": {"entity_name_tok": {"query": words, "operator": "and"}}})
-        filters += [
-            {"bool": {"should": names, "minimum_should_match": 1}},
-            {"term": {"kind": record.kind}},
-        ]
-    return filters
-
-
 def nearest(
-    engine: Engine,
+    neighbours: Neighbours,
     items: Sequence[tuple[Scope, MemoryRecord, Sequence[float]]],
     kind: MemoryKind,
     tokenizers: Mapping[Scope, TextTokenizer] | None = None,
 ) -> list[Match | None]:
     """The nearest memory for each (scope, record, vector), in one round trip. ``tokenizers``
     (each scope's): entities also match their names spelled otherwise (case, full width)."""
-    if not items:
-        return []
-    prefix = engine.settings.index_prefix
-    searches: list[Search] = []
-    for scope, record, vector in items:
-        tok = (tokenizers or {}).get(scope)
-        k = ENTITY_CANDIDATES if isinstance(record, EntityRecord) and tok is not None else 1
-        # The graph's own score depends on its space (innerproduct on new OpenSearch indices,
-        # cosine on older ones): the nearest is rescored as (1 + cos) / 2 explicitly.
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, _filters(scope, record, tok))
-        body = {
-            "size": k,
-            "query": {
-                "function_score": {
-                    "query": ann,
-                    "functions": [engine.vector_function(VECTOR_FIELD, vector, 1.0)],
-                    "boost_mode": "replace",
-                }
-            },
-            "_source": {"excludes": [f for f in HEAVY_FIELDS if f != "content_hash"]},
-        }
-        searches.append((index_alias(prefix, scope.db, kind), body, scope.routing))
-    with engine_errors("looking for duplicates"):
-        responses = engine.msearch(searches)
     out: list[Match | None] = []
-    for (scope, record, _), resp in zip(items, responses, strict=True):
-        if "error" in resp:  # a write must not pass a failed duplicate check as "none found"
-            raise_engine_error(resp, "looking for duplicates")
-        hits = resp.get("hits", {}).get("hits", [])
+    for (scope, record, _), hits in zip(
+        items, neighbours.hits(items, kind, tokenizers), strict=True
+    ):
         hit = next(
             (h for h in hits if scope.owns(h["_source"]) and same_entity(h["_source"], record)),
             None,

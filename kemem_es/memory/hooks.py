@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kemem_es.engine.bridge import await_here, in_async_call
 from kemem_es.errors import InvalidInput, KememError
+from kemem_es.runtime import await_here, in_async_call
 
 if TYPE_CHECKING:
     from kemem_es.contract.response import QueryResponse

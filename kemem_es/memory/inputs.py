@@ -26,22 +26,34 @@ def utf8_text(text: str, field: str) -> str:
         raise InvalidInput(f"{field}: {exc}", field=field) from None
 
 
-def join_messages(messages: Sequence[Message | str]) -> str:
-    """Chat turns become one event text: each turn's content on its own line, in order.
-    Role labels are left out so that they never become keywords of the memory."""
+ROLE_SPEAKERS = {"user": "用户", "assistant": "AI"}  # the extraction prompt's own defaults
+
+
+def join_messages(messages: Sequence[Message | str], names: Mapping[str, str] | None = None) -> str:
+    """Chat turns become one event text: each turn on its own line, in order, labelled with
+    its speaker (``名字：内容``: the message's ``name``, else the call's ``user_name`` /
+    ``agent_name``, else 用户 / AI), so the memory says whose words they are (an unlabelled
+    「我最喜欢喝冰美式 / 嗯嗯，我记住啦」 left open who 我 was). A plain string is the user's."""
+    names = names or {}
+    speakers = {
+        "user": names.get("user_name") or ROLE_SPEAKERS["user"],
+        "assistant": names.get("agent_name") or ROLE_SPEAKERS["assistant"],
+    }
     lines = []
     for i, m in enumerate(messages):
         if isinstance(m, str):
-            content = m
+            role, name, content = "user", None, m
         elif isinstance(m, Mapping) and isinstance(m.get("content"), str):
-            content = m["content"]
+            role, name, content = str(m.get("role") or "user"), m.get("name"), m["content"]
         else:
             raise InvalidInput(
                 f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
                 field=f"messages[{i}]",
             )
         if has_visible_text(utf8_text(content, f"messages[{i}].content")):
-            lines.append(content.strip())
+            speaker = name.strip() if isinstance(name, str) and name.strip() else None
+            speaker = speaker or speakers.get(role, role)
+            lines.append(f"{speaker}：{content.strip()}")
     if not lines:
         raise InvalidInput("messages: no text to remember", field="messages")
     return "\n".join(lines)
@@ -54,6 +66,7 @@ def to_record_data(
     session_id: str | None,
     metadata: Mapping[str, Any] | None,
     now: datetime,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Record input with the scope of the call filled in. A record that names another scope
     is refused rather than moved."""
@@ -75,7 +88,7 @@ def to_record_data(
         text = (
             data
             if isinstance(data, str)
-            else join_messages([data] if isinstance(data, Mapping) else list(data))
+            else join_messages([data] if isinstance(data, Mapping) else list(data), names)
         )
         if not has_visible_text(utf8_text(text, "text")):
             raise InvalidInput("text: no text to remember", field="text")

@@ -16,8 +16,6 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from kemem_es.contract.memory import AddResult, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import KeyedLock, pause
-from kemem_es.engine.client import Engine, engine_errors
 from kemem_es.errors import ConcurrentChange, InvalidInput, NotFound
 from kemem_es.memory.dedup import (
     Decision,
@@ -32,9 +30,10 @@ from kemem_es.memory.dedup import (
 )
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
-from kemem_es.memory.strength import ebbinghaus_gain, parse_instant
+from kemem_es.memory.strength import ebbinghaus_gain
 from kemem_es.memory.supersede import plan, restatement, same_slot, time_of
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
+from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
 from kemem_es.store.bulk import BulkWriter
 from kemem_es.store.crud import Crud, Stored, page_of
@@ -48,19 +47,20 @@ from kemem_es.store.documents import (
     to_memory,
     utc_now,
     vector_fields,
+    with_strength_key,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
-from kemem_es.store.facts import current_entities, slot_holders
+from kemem_es.store.facts import Facts
 from kemem_es.store.layout import (
     FACT_FIELDS,
     SLOTS_FIELD,
     SUBJECT_FIELD,
     SUPERSEDED_AT,
     SUPERSEDED_BY,
-    history_alias,
-    index_alias,
 )
-from kemem_es.store.scope import Scope
+from kemem_es.store.nearest import Neighbours
+from kemem_es.store.scope import Scope, checked_id
+from kemem_es.store.users import parse_instant
 from kemem_es.store.validation import Checked, validate_items
 
 RETRIES = 4
@@ -74,16 +74,19 @@ T = TypeVar("T")
 class MemoryService:
     def __init__(
         self,
-        engine: Engine,
+        crud: Crud,
+        neighbours: Neighbours,
         writer: Callable[[], BulkWriter],
         dedup_threshold: float = 0.9,
         dedup_min_overlap: float = 0.6,
         dedup_recent_s: float = 30.0,
         supersede: bool = True,
+        facts: Facts | None = None,
     ) -> None:
-        self.engine = engine
         self._writer = writer
-        self.crud = Crud(engine)
+        self.crud = crud
+        self.neighbours = neighbours
+        self.facts = facts if facts is not None else Facts(crud.engine)
         self.dedup_threshold = dedup_threshold
         self.dedup_min_overlap = dedup_min_overlap
         # Dedup sees this process's writes before the engine's refresh does, and the adds of
@@ -128,10 +131,12 @@ class MemoryService:
         kind: MemoryKind = "events",
         session_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Record data for ``add``'s input, in the call's scope (before hooks and validation)."""
+        """Record data for ``add``'s input, in the call's scope (before hooks and validation);
+        ``names`` label the speakers of chat messages."""
         now = datetime.now().astimezone()
-        return to_record_data(data, kind, scope, session_id, metadata, now)
+        return to_record_data(data, kind, scope, session_id, metadata, now, names)
 
     def add_records(
         self,
@@ -170,6 +175,8 @@ class MemoryService:
         except NotFound:
             stored = None
         if stored and (self._hash(stored) == h or (said_now and _said_again(c, stored))):
+            # A retry of an add whose history entry failed: recorded now (store.consistency).
+            self.crud.ensure_recorded(c.scope, stored, actor)
             self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
         if stored and said_now:
@@ -247,6 +254,7 @@ class MemoryService:
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})
         if "strength" not in c.record.model_fields_set:
             doc["strength"] = stored.source.get("strength", 0.0)
+        with_strength_key(doc)
         entry = history.entry(c.scope, c.memory_id, kind, "UPDATE", actor, stored.source, doc)
         self.crud.replace(c.scope, stored, doc, entry, refresh)
         self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
@@ -262,8 +270,8 @@ class MemoryService:
     ) -> tuple[list[str], str | None]:
         """(current memories of the same subject and slot that the new one supersedes, or a
         newer one that supersedes it), from the engine and this process's recent writes."""
-        (found,) = slot_holders(
-            self.engine, [(c.scope, kind, facts.subject, facts.stored, c.memory_id)]
+        (found,) = self.facts.slot_holders(
+            [(c.scope, kind, facts.subject, facts.stored, c.memory_id)]
         )
         recent = self.recent.slot_holders(c.scope, kind, facts.subject, facts.stored)
         holders = [h for h in [*recent, *found] if h.get("id") != c.memory_id]
@@ -271,7 +279,7 @@ class MemoryService:
 
     def judge_candidates(self, scope: Scope) -> list[dict[str, Any]]:
         """The scope's current entity memories an LLM judge is shown, newest first."""
-        return current_entities(self.engine, scope)
+        return self.facts.current_entities(scope)
 
     def mark_superseded(
         self, scope: Scope, kind: MemoryKind, memory_id: str, by: str, actor: str = "api"
@@ -318,8 +326,7 @@ class MemoryService:
         todo.sort(key=lambda cf: time_of(cf[0].record.model_dump()))
         for lo in range(0, len(todo), DEDUP_CHUNK):
             chunk = todo[lo : lo + DEDUP_CHUNK]
-            found = slot_holders(
-                self.engine,
+            found = self.facts.slot_holders(
                 [(c.scope, kind, f.subject, f.stored, c.memory_id) for c, f in chunk],
             )
             for (c, facts), holders in zip(chunk, found, strict=True):
@@ -365,9 +372,9 @@ class MemoryService:
         """``dedup.nearest`` with each scope's tokenizer for entities, whose names it compares
         as the tokenizer does."""
         if kind != "entities" or not items:
-            return nearest(self.engine, items, kind)
+            return nearest(self.neighbours, items, kind)
         toks = self.writer.tokenizers([(scope, record) for scope, record, _ in items])
-        return nearest(self.engine, items, kind, toks)
+        return nearest(self.neighbours, items, kind, toks)
 
     def _decide(self, c: Checked, match: Match | None, kind: MemoryKind) -> Decision:
         """Events must also share their words (``dedup.decide``); entities are compared with the
@@ -399,9 +406,7 @@ class MemoryService:
             existing: set[str] = set()
             for db in {c.scope.db for c in chunk}:
                 refs = [c.ref for c in chunk if c.scope.db == db]
-                alias = index_alias(self.crud.prefix, db, kind)
-                with engine_errors("looking up memories"):
-                    existing |= set(self.engine.mget(alias, refs, ["id"]))
+                existing |= self.crud.existing_ids(db, kind, refs)
             new = [c for c in chunk if c.doc_id not in existing and not c.record.id]
             left += [c for c in chunk if c.doc_id in existing or c.record.id]
             vectors = self.writer.vectors([c.record for c in new])
@@ -432,18 +437,8 @@ class MemoryService:
         """Every text (normalised) the memories ``uids`` have had, from their history."""
         if not uids:
             return {}
-        alias = history_alias(self.crud.prefix)
-        body = {
-            "size": history.LIMIT_MAX,
-            "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
-            "_source": ["uid", "old_text", "new_text"],
-        }
-        with engine_errors("reading history"):
-            history.refresh(self.engine)  # entries written a moment ago count
-            hits = self.engine.search(alias, body)["hits"]["hits"]
         out: dict[str, set[str]] = {}
-        for hit in hits:
-            src = hit["_source"]
+        for src in self.crud.texts_ever(uids):
             texts = (src.get(f) for f in ("old_text", "new_text"))
             out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
         return out
@@ -537,7 +532,8 @@ class MemoryService:
     def _one_memory(self, scope: Scope, memory_id: str) -> AbstractContextManager[None]:
         """Updates and deletes of one memory take turns within this process: at once they
         would only conflict on the engine and retry (other processes still can: retried)."""
-        return self._turns.hold(("memory", scope, memory_id))
+        # Checked first: the id is a lock key here, before any fetch would check it.
+        return self._turns.hold(("memory", scope, checked_id(memory_id, "memory_id")))
 
     def _update(
         self,
@@ -563,6 +559,7 @@ class MemoryService:
         if not {"updatetime", "strength", "vector"} & changes.keys() and _same_record(
             c.record, old_record
         ):  # nothing would change but the time: not a change, and no strength for it
+            self.crud.ensure_recorded(scope, stored, actor)  # a retried update: see _add_one
             self._noop(scope, stored.memory_id, kind, actor, reason="unchanged")
             return AddResult(
                 id=stored.memory_id, event="NOOP", memory=to_memory(stored.source, kind)
@@ -584,6 +581,7 @@ class MemoryService:
             # a statement said now: its slots follow its new text
             facts = facts_of_record(c.record, said_now=True)
             doc.update(fact_fields(facts) or {SLOTS_FIELD: None, SUBJECT_FIELD: None})
+        with_strength_key(doc)
         # Fields the new version no longer has are cleared, not left behind (what replaced
         # this fact stays: an edit does not make a superseded fact current again).
         keep = (*LIFECYCLE_FIELDS, "strength", "indexed_at", *FACT_FIELDS)
@@ -615,7 +613,15 @@ class MemoryService:
     ) -> Memory:
 
         def attempt() -> Memory:
-            stored = self.crud.fetch(scope, memory_id, kind)
+            try:
+                stored = self.crud.fetch(scope, memory_id, kind)
+            except NotFound:
+                # A retry of a delete whose history entry failed: the deletion stands; its
+                # entry is recorded now and the retry answers as the delete it completes.
+                done = self.crud.complete_deletion(scope, memory_id, actor)
+                if done is None:
+                    raise
+                return done
             self.crud.delete(scope, stored, actor, refresh)
             self.recent.forget(scope, stored.kind, stored.memory_id)
             return to_memory(stored.source, stored.kind)

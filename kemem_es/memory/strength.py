@@ -23,12 +23,13 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from kemem_es.contract.response import QueryResponse
-from kemem_es.engine.bridge import LoopNotRunning
-from kemem_es.engine.client import CLIENT_ERRORS, Engine, is_timeout, with_remedy
-from kemem_es.models import MAX_STRENGTH
-from kemem_es.store.layout import index_alias, users_alias
+from kemem_es.errors import DeadlineExceeded, KememError
+from kemem_es.runtime import LoopNotRunning
+from kemem_es.store.reinforce import RecallKey, Reinforcements
 from kemem_es.store.scope import Scope
+from kemem_es.store.users import active_doc, parse_instant, state_id, utc_iso
+
+__all__ = ["Reinforcer", "ebbinghaus_gain", "parse_instant", "utc_iso"]
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +42,12 @@ EBBINGHAUS_STEPS: tuple[tuple[timedelta, float], ...] = (
 )
 # What a flush survives (the queue waits for the next one): engine errors, and an AsyncKemem's
 # loop between its runs.
-_FLUSH_WAITS: tuple[type[Exception], ...] = (*CLIENT_ERRORS, LoopNotRunning)
+_FLUSH_WAITS: tuple[type[Exception], ...] = (KememError, LoopNotRunning)
 # At shutdown the last flush gets this long in all (waiting for a flush under way included): a
 # hung engine must not hold a stopping process for its write timeout, twice. Orchestrators kill
 # after some 30 s; what is not written by then is reported (counts) and lost.
 SHUTDOWN_FLUSH_S = 5.0
 MAX_PENDING = 100_000  # distinct memories waiting; beyond this, new recalls are dropped (logged)
-RecallKey = tuple[str, str, str]  # (index alias, engine _id, routing) of a recalled memory
-
-# Constant script source: the amounts and time travel as params, never as source text.
-# The strength stops at params.max (MAX_STRENGTH, the bound every write validates): above it a
-# memory could no longer be updated, merged into or re-imported.
-RECALL_SCRIPT = (
-    "def s = ctx._source.strength; "
-    "ctx._source.strength = Math.min(params.max, (s == null ? 0.0 : s) + params.gain); "
-    "def n = ctx._source.recall_count; "
-    "ctx._source.recall_count = (n == null ? 0 : n) + params.n; "
-    "ctx._source.last_recalled_at = params.now;"
-)
 
 
 def ebbinghaus_gain(since: timedelta) -> float:
@@ -69,25 +58,11 @@ def ebbinghaus_gain(since: timedelta) -> float:
     return EBBINGHAUS_STEPS[-1][1]
 
 
-def parse_instant(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
-
-
-def utc_iso(t: datetime) -> str:
-    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class Reinforcer:
     """Collects recalls and activity; flushes them in the background (or on ``flush()``)."""
 
-    def __init__(self, engine: Engine, amount: float, flush_s: float) -> None:
-        self.engine = engine
+    def __init__(self, writes: Reinforcements, amount: float, flush_s: float) -> None:
+        self.writes = writes
         self.amount = amount
         self.flush_s = flush_s
         self._lock = threading.Lock()
@@ -122,8 +97,7 @@ class Reinforcer:
         """A user's query or add: the clean-up treats them as active."""
         if scope.user_id is None:
             return
-        stamp = utc_iso(now or datetime.now(timezone.utc))
-        doc = {"agent_id": scope.agent_id, "user_id": scope.user_id, "last_active_at": stamp}
+        doc = active_doc(scope, now or datetime.now(timezone.utc))
         with self._lock:
             self._active[state_id(scope)] = doc
         self._ensure_thread()
@@ -144,12 +118,12 @@ class Reinforcer:
             return 0
         self._writing = (len(recalls), len(active))
         try:
-            resp = self.engine.bulk(self._lines(recalls, active), timeout_s=timeout_s)
+            done = self.writes.write(recalls, active, self.amount, timeout_s)
         except _FLUSH_WAITS as exc:
             # LoopNotRunning: an AsyncKemem between its loop's runs (or after it) cannot
             # write now; the queue waits for the next flush instead of being lost
             self.failed_flushes += 1
-            if is_timeout(exc):
+            if isinstance(exc, DeadlineExceeded):
                 self._timed_out_at = time.monotonic()
             if final:
                 _report_lost(len(recalls), len(active), type(exc).__name__)
@@ -163,42 +137,7 @@ class Reinforcer:
             return 0
         finally:
             self._writing = (0, 0)
-        return self._count_done(resp) - len(active)
-
-    def _lines(self, recalls: dict[RecallKey, list[Any]], active: dict[str, dict]) -> list[dict]:
-        """The bulk: a scripted strength update per recalled memory, an upsert per user."""
-        lines: list[dict[str, Any]] = []
-        for (index, doc_id, routing), (n, now) in recalls.items():
-            params = {"gain": self.amount * n, "n": n, "now": now, "max": MAX_STRENGTH}
-            meta = {"_index": index, "_id": doc_id, "routing": routing, "retry_on_conflict": 10}
-            lines += [
-                {"update": meta},
-                {"script": {"source": RECALL_SCRIPT, "lang": "painless", "params": params}},
-            ]
-        users = users_alias(self.engine.settings.index_prefix)
-        for sid, doc in active.items():
-            lines += [
-                {"update": {"_index": users, "_id": sid, "retry_on_conflict": 10}},
-                {"doc": doc, "doc_as_upsert": True},
-            ]
-        return lines
-
-    @staticmethod
-    def _count_done(resp: dict[str, Any]) -> int:
-        """Items written; a failed one is logged with the engine's words, never the memory's."""
-        done = 0
-        for item in resp.get("items", []):
-            res = item.get("update", {})
-            if res.get("status", 500) < 300:
-                done += 1
-            elif res.get("status") != 404:  # a memory deleted meanwhile needs nothing
-                error = res.get("error", {})
-                log.warning(
-                    "reinforcement of one memory failed: status %s %s",
-                    res.get("status"),
-                    with_remedy(error.get("type", "") if isinstance(error, dict) else ""),
-                )
-        return done
+        return done - len(active)
 
     def _requeue(self, recalls: dict, active: dict) -> None:
         with self._lock:
@@ -292,22 +231,3 @@ def _run(ref: weakref.ref[Reinforcer], stop: threading.Event, period: float) -> 
         except Exception:  # keep the thread alive whatever one flush does
             log.exception("reinforcement flush crashed")
         del me
-
-
-def state_id(scope: Scope) -> str:
-    """The id of a user's activity / clean-up state document."""
-    return scope.doc_id("\x00state")
-
-
-def recall_keys(prefix: str, user: Scope, official: Scope, resp: QueryResponse) -> list[RecallKey]:
-    """(index, engine id, routing) of every memory a response returned, events and
-    entities."""
-    scopes = {"user": user, "official": official}
-    keys = []
-    for e in resp.memory_events:
-        s = scopes[e.db]
-        keys.append((index_alias(prefix, s.db, "events"), s.doc_id(e.index), s.routing))
-    for n in resp.memory_entities:
-        s, mid = scopes[n.db], str(n.index.get("index"))
-        keys.append((index_alias(prefix, s.db, "entities"), s.doc_id(mid), s.routing))
-    return keys

@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from kemem_es.contract.memory import AddResult
-from kemem_es.engine.bridge import offload
 from kemem_es.errors import (
     EngineUnavailable,
+    ExtractionError,
     ExtractionPending,
     InvalidInput,
     KememError,
@@ -27,7 +27,7 @@ from kemem_es.errors import (
     WriteInterrupted,
 )
 from kemem_es.ingest.reader import line_no
-from kemem_es.memory.extract import Extractor
+from kemem_es.memory.extract import Extraction, Extractor
 from kemem_es.memory.extract.base import Messages
 from kemem_es.memory.extract.judge import Judgement, candidates_of
 from kemem_es.memory.extract.prompt import render_dialogue
@@ -35,6 +35,7 @@ from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput, utf8_text
 from kemem_es.memory.service import MemoryService
 from kemem_es.models import Database, MemoryKind
+from kemem_es.runtime import offload
 from kemem_es.store.bulk import IndexReport
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import by_record, validate_items
@@ -147,7 +148,8 @@ class WritePaths:
         ``user_name``/``agent_name`` are kept on every memory that does not name its own."""
         prepared = []
         for kind, data in items:
-            record = {**names, **self.memories.prepare(data, scope, kind, session_id, metadata)}
+            prep = self.memories.prepare(data, scope, kind, session_id, metadata, names)
+            record = {**names, **prep}
             if self.hooks.before_write:
                 ctx = HookContext(scope.agent_id, scope.user_id, scope.db, kind)
                 (record,) = self.hooks.run_before_write([record], ctx, ["memory"])
@@ -214,6 +216,20 @@ class WritePaths:
             res = res.model_copy(update={"superseded": [verdict.target]})
         return res
 
+    def write_extracted(
+        self, extraction: Extraction, scope: Scope, session_id: str, names: Mapping[str, str]
+    ) -> list[AddResult]:
+        """A session batch's extracted records through this same path (hooks, validation of
+        all before any is written, dedup, slots and supersession, an LLM judge's verdicts
+        when the extractor gave them, history); the session's names on every record."""
+        items: list[tuple[MemoryKind, AddInput]] = [
+            (kind, {**rec, **names}) for kind, rec in extraction.items()
+        ]
+        judged = _judgements(extraction)
+        out = self._write(items, scope, session_id, None, False, True, dict(names), True, judged)
+        self.on_active(scope)
+        return out
+
     @staticmethod
     def _messages(data: AddInput) -> Messages:
         """The turns to extract from; InvalidInput for a record (nothing to extract)."""
@@ -245,13 +261,20 @@ class WritePaths:
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
             now=datetime.now().astimezone(), **extra,
         )  # fmt: skip
-        found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
+        try:
+            found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
+        except KememError:
+            raise
+        except Exception as exc:  # a custom extractor's bug, an answer nested too deeply...
+            # Every failure of the package is a KememError; the traceback stays in the log.
+            log.debug("extractor failed", exc_info=exc)
+            raise ExtractionError(
+                f"the extractor failed ({type(exc).__name__}); nothing was stored"
+            ) from exc
         items: list[tuple[MemoryKind, AddInput]] = [
             (kind, {**rec, **names}) for kind, rec in found.items()
         ]
-        judged: list[Judgement | None] = [None] * len(found.events)
-        judged += list(getattr(found, "judgements", []) or [None] * len(found.entities))
-        return items, judged
+        return items, _judgements(found)
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are
@@ -358,3 +381,11 @@ def _takes_candidates(extractor: Any) -> bool:
         return "candidates" in inspect.signature(extractor.extract).parameters
     except (TypeError, ValueError):
         return False
+
+
+def _judgements(found: Extraction) -> list[Judgement | None]:
+    """Per record of ``found.items()`` (events, then entities): the LLM's judgement of it,
+    None for events and for entities of an extractor that judged nothing."""
+    judged: list[Judgement | None] = [None] * len(found.events)
+    judged += list(getattr(found, "judgements", []) or [None] * len(found.entities))
+    return judged

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import Engine
+from kemem_es.engine.dialect import Dialect
 from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
 from kemem_es.search.events import vec_scale
 from kemem_es.search.facts import recall_filters
@@ -87,14 +87,14 @@ def entity_window(params: QueryParams) -> int:
 def entity_body(
     params: QueryParams,
     words: Sequence[SearchWord],
-    engine: Engine | None = None,
+    dialect: Dialect | None = None,
     vector: Sequence[float] | None = None,
     slot_clauses: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search.
     The score is kw·coverage + vec·vec (``entity_weights``, 0.6/0.4; raw: minus
     ``entity_offset``): coverage as for the events, vec on the entities' own calibration
-    (``entity_vec_floor``/``entity_vec_ceil``); without an engine/vector, or with a vector
+    (``entity_vec_floor``/``entity_vec_ceil``); without a dialect/vector, or with a vector
     weight of 0 (English), coverage alone (the nearest entities in meaning are candidates
     still: a tier searched on its keyword may hold the query's words in its description)."""
     shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
@@ -120,9 +120,9 @@ def entity_body(
         {"terms": {"kind": list(TIER_OF_KIND)}},
         *recall_filters(params),  # superseded facts: only for a question about the past
     ]
-    if engine is not None and vector is not None and ANN_CANDIDATES:
+    if dialect is not None and vector is not None and ANN_CANDIDATES:
         # The entities nearest in meaning are candidates too (狗 → 豆包, the user's corgi).
-        should.append(engine.ann_query(VECTOR_FIELD, vector, ANN_CANDIDATES, scope))
+        should.append(dialect.ann_query(VECTOR_FIELD, vector, ANN_CANDIDATES, scope))
     candidates = {"bool": {"should": [*should, *slot_clauses], "minimum_should_match": 1}}
     query: dict[str, Any] = {
         "filter": [*scope, candidates],
@@ -149,21 +149,27 @@ def entity_body(
         "_source": {"excludes": SOURCE_EXCLUDES},
         "query": {"bool": query},
     }
-    if engine is not None and vector is not None and params.entity_weights.vec > 0:
+    if dialect is not None and vector is not None and params.entity_weights.vec > 0:
         # The vector term is added to the best candidates only (a rescore window): scoring it
         # on every keyword candidate of a 20k-entity official database costs ~10 ms.
         _, span = vec_scale(params, entity=True)
-        vec_fn = engine.vector_function(VECTOR_FIELD, vector, params.entity_weights.vec / span)
+        weight = params.entity_weights.vec / span
+        if dialect.native:  # no script: a knn clause over every candidate
+            filters = [*scope, candidates]
+            rescore = dialect.vector_clause(VECTOR_FIELD, vector, dialect.NATIVE_K, filters, weight)
+        else:
+            vec_fn = dialect.vector_function(VECTOR_FIELD, vector, weight)
+            rescore = {
+                "function_score": {
+                    "query": {"match_all": {}},
+                    "functions": [vec_fn],
+                    "boost_mode": "replace",
+                }
+            }
         body["rescore"] = {
             "window_size": max(2 * window, RESCORE_WINDOW),
             "query": {
-                "rescore_query": {
-                    "function_score": {
-                        "query": {"match_all": {}},
-                        "functions": [vec_fn],
-                        "boost_mode": "replace",
-                    }
-                },
+                "rescore_query": rescore,
                 "query_weight": 1.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",

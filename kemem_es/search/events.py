@@ -19,6 +19,15 @@ score = w_kw·kw + w_vec·vec + w_time·0.5^(age/half_life) + w_str·s/(s+k_s), 
 
 All terms are computed by the engine inside a function_score (score_mode sum); the query
 vector, words, ``now`` and constants travel as params / query values, never as script source.
+
+Native scoring (``dialect.scoring == "native"``: KEMEM_SCORING, or a cluster without Painless)
+computes the same sum without any script: the vector term is a ``knn`` query clause (its score
+is (1+cos)/2 on Elasticsearch, 1+cos on OpenSearch's inner-product graph: the clause's boost
+carries the scale), exact over every candidate because its filter holds at most
+``Dialect.NATIVE_K`` of them (the engine then compares them all rather than walking the graph);
+strength is a ``distance_feature`` on ``strength_key`` (a date SCALE/s ms after the epoch:
+pivot/(pivot + SCALE/s) = s/(s+k) with pivot SCALE/k); keyword coverage and the time decay
+were script-free already. See docs/engines.md for where the two can differ.
 """
 
 from __future__ import annotations
@@ -28,11 +37,16 @@ from datetime import datetime
 from typing import Any
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import Engine
+from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
 from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
-from kemem_es.store.layout import TIME_FIELD, VECTOR_FIELD
+from kemem_es.store.layout import (
+    STRENGTH_KEY_FIELD,
+    STRENGTH_KEY_SCALE,
+    TIME_FIELD,
+    VECTOR_FIELD,
+)
 from kemem_es.store.scope import Scope
 
 # What assembling an EventHit reads, and nothing else: the hits' JSON stays small.
@@ -58,6 +72,11 @@ STRENGTH_SCRIPT = (
     "return s / (s + params.k);"
 )
 FUNCTION_ORDER = ("kw", "vec", "time", "strength")
+NATIVE_TERMS = ("vec", "strength")  # query clauses, not functions, in native scoring
+EPOCH = "0"  # the epoch in the field's format (epoch_millis)
+# (filters, k) of the vector clauses of native scoring: a candidate's cosine comes from the
+# first clause that holds it (dis_max: every clause gives a document the same value).
+KnnScopes = Sequence[tuple[list[dict[str, Any]], int]]
 ANN_BOOST = 1000.0  # ANN neighbours sort ahead of keyword-only candidates in the window
 
 
@@ -113,6 +132,11 @@ def vec_offset(params: QueryParams, weights: dict[str, float]) -> float:
     return w * lo / span
 
 
+def saturated(raw: float, k: float) -> float:
+    """Native scoring's raw BM25 as the script scores it: bm25 / (bm25 + k)."""
+    return raw / (raw + k) if raw > 0 else 0.0
+
+
 def calibrated(raw: float, offset: float) -> float:
     """The engine's raw fused score → the calibrated score in [0, 1]."""
     return min(max(raw - offset, 0.0), 1.0)
@@ -125,16 +149,73 @@ def sentence_share(
     return params.sentence_weight if parts and weights.get("vec", 0.0) > 0 else 0.0
 
 
+def native(dialect: Dialect) -> bool:
+    return dialect.native
+
+
+def vector_clauses(
+    dialect: Dialect,
+    params: QueryParams,
+    vectors: Sequence[Sequence[float]],
+    weight: float,
+    scopes: KnnScopes,
+) -> dict[str, Any]:
+    """Native scoring: a clause worth ``weight`` × the best vector's (1+cos)/2 / span over the
+    candidates of ``scopes`` (script-free ``vector_function``, max over ``vectors``)."""
+    _, span = vec_scale(params)
+    clauses = [
+        dialect.vector_clause(VECTOR_FIELD, v, k, filters, weight / span)
+        for v in vectors
+        for filters, k in scopes
+    ]
+    return clauses[0] if len(clauses) == 1 else {"dis_max": {"queries": clauses}}
+
+
+def strength_clause(params: QueryParams, weight: float) -> dict[str, Any]:
+    """Native scoring: ``weight`` × s / (s + k) from the strength's key (store.documents)."""
+    pivot = max(round(STRENGTH_KEY_SCALE / params.strength_k), 1)
+    return {
+        "distance_feature": {
+            "field": STRENGTH_KEY_FIELD,
+            "origin": EPOCH,
+            "pivot": f"{pivot}ms",
+            "boost": weight,
+        }
+    }
+
+
+def native_clauses(
+    dialect: Dialect,
+    params: QueryParams,
+    vector: Sequence[float],
+    weights: dict[str, float],
+    scopes: KnnScopes,
+) -> list[dict[str, Any]]:
+    """The vec and strength terms as query clauses (native scoring), for positive weights."""
+    out = []
+    if weights.get("vec", 0.0) > 0:
+        out.append(vector_clauses(dialect, params, [vector], weights["vec"], scopes))
+    if weights.get("strength", 0.0) > 0:
+        out.append(strength_clause(params, weights["strength"]))
+    return out
+
+
 def sentence_clause(
-    engine: Engine, params: QueryParams, parts: Sequence[Sequence[float]], weight: float
+    dialect: Dialect,
+    params: QueryParams,
+    parts: Sequence[Sequence[float]],
+    weight: float,
+    scopes: KnnScopes = (),
 ) -> dict[str, Any]:
     """A query clause worth ``weight`` × the best sentence's vec (before the offset): one vector
     function per sentence, the engine keeps the max."""
+    if native(dialect):
+        return vector_clauses(dialect, params, parts, weight, scopes)
     _, span = vec_scale(params)
     return {
         "function_score": {
             "query": {"match_all": {}},
-            "functions": [engine.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
+            "functions": [dialect.vector_function(VECTOR_FIELD, p, weight / span) for p in parts],
             "score_mode": "max",
             "boost_mode": "replace",
         }
@@ -151,17 +232,19 @@ def engine_instant(t: datetime) -> str:
 
 
 def signal_functions(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
     weights: dict[str, float],
     coverage: bool = True,
 ) -> list[dict[str, Any]]:
-    """The function_score functions for the signals with a positive weight, in FUNCTION_ORDER."""
+    """The function_score functions for the signals with a positive weight, in FUNCTION_ORDER
+    (native scoring: vec and strength are query clauses instead, ``native_clauses``)."""
     out = []
+    skip = NATIVE_TERMS if native(dialect) else ()
     for name in FUNCTION_ORDER:
-        if weights.get(name, 0.0) <= 0:
+        if weights.get(name, 0.0) <= 0 or name in skip:
             continue
         if name == "kw":
             script = (
@@ -172,7 +255,7 @@ def signal_functions(
             out.append({"script_score": {"script": script}, "weight": weights[name]})
         elif name == "vec":
             _, span = vec_scale(params)
-            out.append(engine.vector_function(VECTOR_FIELD, vector, weights[name] / span))
+            out.append(dialect.vector_function(VECTOR_FIELD, vector, weights[name] / span))
         elif name == "time":
             decay = {
                 "origin": engine_instant(now),
@@ -212,7 +295,7 @@ def candidate_query(
 
 
 def window_query(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -232,7 +315,7 @@ def window_query(
     window = params.kw_window if clauses else 0
     if use_ann:
         k = max(params.ann_k, size, params.limit)
-        ann = engine.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
+        ann = dialect.ann_query(VECTOR_FIELD, vector, k, filters if ann_filtered else [])
         should.append({"constant_score": {"filter": ann, "boost": ANN_BOOST}})
         window += k
     query: dict[str, Any] = {"filter": filters, "should": should, "minimum_should_match": 1}
@@ -241,8 +324,49 @@ def window_query(
     return {"bool": query}, max(window, params.limit)
 
 
+def keyword_filter(clauses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Matches what at least one of the keyword clauses matches (none: no filter)."""
+    if not clauses:
+        return []
+    return [{"bool": {"should": list(clauses), "minimum_should_match": 1}}]
+
+
+def exact_scopes(
+    dialect: Dialect,
+    db: Database,
+    params: QueryParams,
+    clauses: Sequence[dict[str, Any]] | None = None,
+) -> KnnScopes:
+    """Native scoring, exact path: one vector clause over the request's scope (and, with
+    ``clauses``, only what matches a word: every candidate of a query that requires one)."""
+    filters = request_filters(db, params) + keyword_filter(clauses or [])
+    return [(filters, dialect.NATIVE_K)]
+
+
+def window_scopes(
+    dialect: Dialect,
+    db: Database,
+    params: QueryParams,
+    clauses: Sequence[dict[str, Any]],
+    use_ann: bool,
+    ann_filtered: bool,
+    size: int | None,
+) -> KnnScopes:
+    """Native scoring, approximate path: the window's candidates are its ANN neighbours (the
+    same graph search as the window's own clause, so the same documents) and keyword matches
+    (every one of them, up to NATIVE_K a shard)."""
+    filters = request_filters(db, params)
+    scopes: list[tuple[list[dict[str, Any]], int]] = []
+    if use_ann:
+        k = max(params.ann_k, size or params.limit, params.limit)
+        scopes.append((filters if ann_filtered else [], k))
+    if clauses:
+        scopes.append((filters + keyword_filter(clauses), dialect.NATIVE_K))
+    return scopes or [(filters, dialect.NATIVE_K)]
+
+
 def fused(
-    engine: Engine,
+    dialect: Dialect,
     params: QueryParams,
     vector: Sequence[float],
     now: datetime,
@@ -250,55 +374,62 @@ def fused(
     query: dict[str, Any],
     coverage: bool = True,
     parts: Sequence[Sequence[float]] = (),
+    scopes: KnnScopes = (),
 ) -> dict[str, Any]:
     """The fused score over ``query``, whose own score is the keyword evidence.
 
     Coverage needs no script: the query's own score, scaled by its boost to w_kw, is summed with
     the other functions (``boost_mode: sum``), so no painless runs per document for it. BM25
     (bm25/rrf modes) keeps its saturation script. ``parts``: the sentence vectors, whose best
-    match takes ``sentence_weight`` of the vector term as a query clause (summed by the bool)."""
+    match takes ``sentence_weight`` of the vector term as a query clause (summed by the bool).
+    ``scopes``: where native scoring's vector clauses look (every candidate of ``query``)."""
     w_kw = weights.get("kw", 0.0)
+    if native(dialect) and not coverage and set(weights) == {"kw"}:
+        return query  # raw BM25: saturated by the caller (``saturated``), the order is the same
     share = sentence_share(params, weights, parts)
     if share and not coverage and w_kw > 0:
         share = 0.0  # the BM25 script reads the query's own score: no clause may add to it
     weights = dict(weights)
+    extra: list[dict[str, Any]] = []  # clauses summed with the query's score
     if share:
-        clause = sentence_clause(engine, params, parts, weights["vec"] * share)
+        extra.append(sentence_clause(dialect, params, parts, weights["vec"] * share, scopes))
         weights["vec"] *= 1.0 - share
+    if native(dialect):
+        extra += native_clauses(dialect, params, vector, weights, scopes)
     if coverage and w_kw > 0:
         rest = {k: v for k, v in weights.items() if k != "kw"}
+        functions = signal_functions(dialect, params, vector, now, rest, coverage)
         scored: dict[str, Any] = {"bool": {"must": [query], "boost": w_kw}}
-        if share:
-            scored = {"bool": {"must": [scored], "should": [clause]}}
-        return {
-            "function_score": {
-                "query": scored,
-                "functions": signal_functions(engine, params, vector, now, rest, coverage),
-                "score_mode": "sum",
-                "boost_mode": "sum",
-            }
-        }
-    if share:  # the query only selects; the sentence clause is its score, summed
-        return {
-            "function_score": {
-                "query": {"bool": {"filter": [query], "should": [clause]}},
-                "functions": signal_functions(engine, params, vector, now, weights, coverage),
-                "score_mode": "sum",
-                "boost_mode": "sum",
-            }
-        }
+        if extra:
+            scored = {"bool": {"must": [scored], "should": extra}}
+        return _function_score(scored, functions, "sum")
+    functions = signal_functions(dialect, params, vector, now, weights, coverage)
+    if extra:  # the query only selects; the clauses are its score, summed
+        return _function_score({"bool": {"filter": [query], "should": extra}}, functions, "sum")
+    return _function_score(query, functions, "replace")
+
+
+def _function_score(
+    query: dict[str, Any], functions: list[dict[str, Any]], boost_mode: str
+) -> dict[str, Any]:
+    """``query`` with ``functions`` summed (``boost_mode`` sum) or instead of its score
+    (replace); without functions, the query itself (with sum) or a constant 0 (replace)."""
+    if not functions:
+        if boost_mode == "sum":
+            return query
+        return {"constant_score": {"filter": query, "boost": 0.0}}
     return {
         "function_score": {
             "query": query,
-            "functions": signal_functions(engine, params, vector, now, weights, coverage),
+            "functions": functions,
             "score_mode": "sum",
-            "boost_mode": "replace",
+            "boost_mode": boost_mode,
         }
     }
 
 
 def event_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -333,15 +464,18 @@ def event_body(
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
         first, window = window_query(
-            engine, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
+            dialect, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
         )
         # match_all in filter context: window docs that match no word still get scored.
         bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
         body["query"] = first
+        scopes = window_scopes(dialect, db, params, clauses, use_ann, ann_filtered, size)
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
-                "rescore_query": fused(engine, params, vector, now, weights, bm25, coverage, parts),
+                "rescore_query": fused(
+                    dialect, params, vector, now, weights, bm25, coverage, parts, scopes
+                ),
                 "query_weight": 0.0,
                 "rescore_query_weight": 1.0,
                 "score_mode": "total",
@@ -349,16 +483,20 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, [*clauses, *proximity], require_keyword)
-        body["query"] = fused(engine, params, vector, now, weights, query, coverage, parts)
+        scopes = exact_scopes(dialect, db, params, clauses if require_keyword else None)
+        body["query"] = fused(dialect, params, vector, now, weights, query, coverage, parts, scopes)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)
+            if native(dialect) and not coverage and set(weights) == {"kw"} and min_score < 1:
+                # bm25 / (bm25 + k) >= t  <=>  bm25 >= k t / (1 - t)
+                body["min_score"] = params.bm25_k * min_score / (1.0 - min_score)
     if params.explain:
         body["explain"] = True
     return body
 
 
 def two_stage_body(
-    engine: Engine,
+    dialect: Dialect,
     db: Database,
     params: QueryParams,
     clauses: list[dict[str, Any]],
@@ -379,14 +517,21 @@ def two_stage_body(
     w = params.weights.model_dump()
     stage1 = {k: v for k, v in w.items() if k != "vec"}
     body = event_body(
-        engine, db, params, clauses, vector, now, False, weights=stage1, size=size,
+        dialect, db, params, clauses, vector, now, False, weights=stage1, size=size,
         proximity=proximity, require_keyword=True,
     )  # fmt: skip
     body["rescore"] = {
         "window_size": max(params.two_stage_window, params.limit, size or 0),
         "query": {
             "rescore_query": fused(
-                engine, params, vector, now, {"vec": w["vec"]}, {"match_all": {}}, parts=parts
+                dialect,
+                params,
+                vector,
+                now,
+                {"vec": w["vec"]},
+                {"match_all": {}},
+                parts=parts,
+                scopes=exact_scopes(dialect, db, params, clauses),
             ),
             "query_weight": 1.0,
             "rescore_query_weight": 1.0,

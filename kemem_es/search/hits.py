@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from kemem_es.contract.response import EntityHit, EventHit, Signals
+from kemem_es.contract.response import EntityHit, EventHit, Signals, iso_instant
 from kemem_es.prompt import entity_log, event_log
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.entities import TIER_OF_KIND
@@ -49,6 +49,8 @@ def event_hit(
         keyword=src.get("keywords") or [],
         signals=signals,
         superseded_by=src.get("superseded_by"),
+        created_at_iso=iso_instant(src.get("created_at")),
+        updatetime_iso=iso_instant(src.get("updatetime")),
     ).keep_stored_times(src.get("created_at"), src.get("updatetime"))
     out.log = event_log(out, now)
     return out
@@ -74,6 +76,7 @@ def entity_hit(i: int, hit: dict[str, Any], score: float, words: Sequence[Search
         keyword=src.get("keyword") or "",
         tier=tier.rank,
         superseded_by=src.get("superseded_by"),
+        updatetime_iso=iso_instant(src.get("updatetime")),
     )
     out.log = entity_log(out)
     return out

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.engine.client import Engine
+from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
@@ -25,7 +25,7 @@ class BodyArgs(NamedTuple):
     """What every event body of one database is built from (``events.event_body``'s
     positional arguments)."""
 
-    engine: Engine
+    dialect: Dialect
     db: Database
     params: QueryParams
     clauses: list[dict[str, Any]]

@@ -5,6 +5,7 @@ are handed to it (``store.names``: kept whole, and its user's and agent's never 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from kemem_es.text.dialogue import Turn, dialogue_window, keep_end, sentences
 from kemem_es.text.tokenizer import Tokenizer
 
 WORD_CACHE_SIZE = 50_000
+CONTEXT_CACHE_SIZE = 4_096  # dialogue windows: ~2 KB of vector each
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
 MAX_BRIDGES = 2
@@ -54,6 +56,8 @@ class QueryText:
         self.expander = expander
         self._word_tokens: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
         self._word_vectors: dict[str, np.ndarray] = {}
+        # earlier-turn windows → their vectors (context_vector="earlier"), oldest first
+        self._context_vectors: dict[str, np.ndarray] = {}
 
     def scoped(self, params: QueryParams, names: Names, turns: Sequence[Turn] = ()) -> Tokenizer:
         """The tokenizer for this query: the scope's names, the caller's ``user_name`` and
@@ -218,14 +222,56 @@ class QueryText:
         utterance's sentences when it has several (blended with the window the same way)."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
-        parts = self.embedder.embed(pieces).astype(float) if pieces else np.zeros((0, 1))
         if not turns or params.utterance_weight >= 1.0:
-            vec = self.embedder.embed_one(utterance).astype(float)
-            return _rounded(vec), False, [_rounded(p) for p in parts]
-        window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
-        u, d = self.embedder.embed([utterance, window]).astype(float)
+            # one model call for the utterance and its sentences
+            u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
+            return _rounded(u), False, [_rounded(p) for p in parts]
         w = params.utterance_weight
+        if params.context_vector == "earlier":
+            window, cut = self.earlier_window(turns)
+            d = self._cached(window)
+            if d is None:  # not prepared: in the same model call as the utterance
+                u, d, *parts = self.embed_queries([utterance, window, *pieces]).astype(float)
+                self._remember(window, d)
+            else:
+                u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
+            return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+        window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
+        u, d, *parts = self.embed_queries([utterance, window, *pieces]).astype(float)
         return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+
+    def earlier_window(self, turns: Sequence[Turn]) -> tuple[str, bool]:
+        """The earlier turns alone (oldest first, the newest that fit the model): the text
+        whose vector ``context_vector="earlier"`` blends with the utterance's."""
+        window, cut = dialogue_window("", list(turns), EMBED_MAX_TOKENS, self.length)
+        return window.rstrip("\n"), cut
+
+    def prepare_context(self, turns: Sequence[Turn]) -> bool:
+        """Compute and cache the earlier turns' window vector now (after the agent's reply,
+        before the user's next turn), so the query that brings these turns as its context
+        embeds its utterance only. Returns whether it had to be computed."""
+        if not turns:
+            return False
+        window, _ = self.earlier_window(turns)
+        if self._cached(window) is not None:
+            return False
+        self._remember(window, self.embed_queries([window])[0].astype(float))
+        return True
+
+    def _cached(self, window: str) -> np.ndarray | None:
+        return self._context_vectors.get(window)
+
+    def _remember(self, window: str, vec: np.ndarray) -> None:
+        if len(self._context_vectors) >= CONTEXT_CACHE_SIZE:
+            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+                del self._context_vectors[next(iter(self._context_vectors))]  # the oldest
+        self._context_vectors[window] = vec
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query-side texts in one call, with the model's query prefix when it has one
+        (``embed_queries``; a caller's own embedder without it: ``embed``)."""
+        embed = getattr(self.embedder, "embed_queries", None) or self.embedder.embed
+        return np.asarray(embed(list(texts)))
 
     def length(self, text: str) -> int:
         """A text's share of the model's input: its tokens (English words take one to four

@@ -12,11 +12,13 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, Signals
-from kemem_es.engine.bridge import offload
-from kemem_es.engine.client import Engine, Search, raise_engine_error, shard_failure
+from kemem_es.embed.calibrate import apply as apply_calibration
+from kemem_es.engine.client import Engine, Search
+from kemem_es.engine.errors import raise_engine_error, shard_failure
 from kemem_es.errors import EngineUnavailable
 from kemem_es.expand.expander import Expander
 from kemem_es.models import Database
+from kemem_es.runtime import offload
 from kemem_es.search import anchor
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
@@ -34,12 +36,15 @@ from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
 from kemem_es.search.profile import script_params
 from kemem_es.search.query_text import QueryText
+from kemem_es.search.rewrite import RewriteFailed, Rewriter
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.bulk import TextEmbedder
+from kemem_es.store.embedding import refuse_other_model
+from kemem_es.store.embedding import stored as stored_calibration
 from kemem_es.store.layout import DATABASES, index_alias
 from kemem_es.store.names import ScopeNames
 from kemem_es.store.scope import Scope
-from kemem_es.text.dialogue import context_turns, is_small_talk, utterance_of
+from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
 from kemem_es.text.tokenizer import Tokenizer
 
 # Up to this many memories in scope, every one is scored (exact); measured at 20k in scope on
@@ -92,6 +97,23 @@ class Searcher:
         # (alias, agent, user, filters) → (when, in scope, on shard); a tuple, not a joined
         # string: ids may hold any separator ("a|b" + "c" and "a" + "b|c" shared one entry)
         self._counts: dict[tuple[str, str, str | None, str], tuple[float, int, int]] = {}
+        self._calibration: dict[str, Any] | None = None
+        self.rewriter: Rewriter | None = None  # QueryParams.rewrite (search.rewrite)
+
+    def calibration(self) -> dict[str, Any]:
+        """The vector scale queries are scored on (embed.calibrate): the one stored with the
+        indices, else the model's own, measured here; empty for a caller's own embedder on
+        indices without one (the reference constants). Read once. Indices written by another
+        model are refused (store.embedding), never scored on this model's scale."""
+        if self._calibration is None:
+            from kemem_es.embed.calibrate import for_embedder
+
+            model = self.text.embedder.name
+            found = stored_calibration(self.engine)
+            prefix = self.engine.settings.index_prefix
+            refuse_other_model(found, model, f"the indices under prefix {prefix!r}")
+            self._calibration = found or for_embedder(self.text.embedder) or {}
+        return self._calibration
 
     def warm_up(self) -> None:
         """Load jieba, the IDF table and the model now, not on the first query."""
@@ -101,6 +123,24 @@ class Searcher:
         # engine's scripts and the scope counts' cache warmed before the first user's query.
         with contextlib.suppress(Exception):  # a warm-up never fails the searcher
             self.query("预热一下", QueryParams(agent_id="-", user_id="-", path="approx"))
+
+    def _rewrite(self, utterance: str, turns: Sequence[Turn]) -> tuple[str, dict[str, str]]:
+        """The rewriter's search text for the utterance and its turns, or the utterance with
+        why it is searched as it is (never an error: rewriting only ever helps)."""
+        if self.rewriter is None:
+            return utterance, {"fallback": "no rewriting model (set KEMEM_REWRITE_MODEL)"}
+        try:
+            text = offload(self.rewriter.rewrite, utterance, turns)
+        except RewriteFailed as exc:
+            return utterance, {"fallback": str(exc)}
+        except Exception as exc:  # a rewriter's bug must not fail the chat turn
+            return utterance, {"fallback": f"the rewriter failed ({type(exc).__name__})"}
+        return text, {"text": text}
+
+    def prepare_context(self, params: QueryParams) -> bool:
+        """``QueryText.prepare_context`` for the turns ``params.context`` holds."""
+        turns = context_turns(params.context, params.context_turns)
+        return bool(offload(self.text.prepare_context, turns))
 
     def _approx(self, db: Database, params: QueryParams) -> bool:
         """auto: exact scoring while the scope is small, the ANN ∪ keyword window beyond.
@@ -177,7 +217,7 @@ class Searcher:
         dbs: list[Database] = []
         for db in DATABASES:
             approx = self._approx(db, params)
-            args = BodyArgs(self.engine, db, params, clauses, vector, now, approx)
+            args = BodyArgs(self.engine.dialect, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
             for body in mode_bodies(args, parts, ann_filtered, proximity):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
@@ -209,6 +249,8 @@ class Searcher:
             hits = resp["hits"]["hits"]
             if mode == "rrf":
                 lists.append([(db, h) for h in hits])
+            elif mode == "bm25" and ev.native(self.engine.dialect):  # raw BM25 from the engine
+                ranked += [(db, h, ev.saturated(float(h["_score"]), params.bm25_k)) for h in hits]
             else:
                 ranked += [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
         if mode == "rrf":  # its score is by rank (fusion.rrf_merge); the threshold holds too
@@ -270,7 +312,7 @@ class Searcher:
         (``entity_limit=0``): the bridge still needs its window."""
         if not words:
             return None
-        body = entity_body(params, words, self.engine, vector, slots)
+        body = entity_body(params, words, self.engine.dialect, vector, slots)
         if body is None:
             return None
         prefix = self.engine.settings.index_prefix
@@ -329,6 +371,11 @@ class Searcher:
                 skipped="small_talk",
             )
             return QueryResponse(additional_info=info)
+        rewrite = None
+        if params.rewrite:
+            utterance, rewrite = self._rewrite(utterance, turns)
+            clock.lap("rewrite")
+        params = apply_calibration(params, self.calibration())
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
         params = resolve_past(params, utterance)
         slots = slot_clauses(params, utterance)
@@ -378,6 +425,7 @@ class Searcher:
             entity_words=[w.word for w in bridges],
             context_trimmed=trimmed,
             profile=profile,
+            rewrite=rewrite,
         )
         reasons = (
             [

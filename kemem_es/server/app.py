@@ -12,9 +12,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from typing import Literal
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.datastructures import Headers
 from starlette.middleware.base import RequestResponseEndpoint
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -22,10 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.config import Settings
 from kemem_es.errors import EngineUnavailable, KememError
-from kemem_es.server import dashboard, routes_memories, routes_query
+from kemem_es.server import dashboard, proxy, routes_memories, routes_query, routes_sessions
 from kemem_es.server.auth import Access, KeyCheck, KeyRing, authenticate
 from kemem_es.server.errors import error_response, install_handlers, public_reason, refusal
-from kemem_es.server.metrics import Metrics
+from kemem_es.server.metrics import METRICS_OPERATORS_ONLY, Metrics
+from kemem_es.server.openapi import install as install_openapi
+from kemem_es.server.openapi import operation_id
 
 log = logging.getLogger("kemem_es.server")
 
@@ -183,6 +187,88 @@ class JsonBodies:
         await self.app(scope, receive, send)
 
 
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """``ready`` with the engine's dialect and version, or ``unavailable`` (503) and why."""
+
+    status: Literal["ready", "unavailable"]
+    engine: str | None = None
+    version: str | None = None
+    reason: str | None = None
+
+
+class LazyMcp:
+    """MCP over streamable HTTP at ``/mcp`` (stateless, JSON answers; kemem_es.mcp_server),
+    built on its first request: the SDK takes seconds to import, which a server's start should
+    not pay for a transport most deployments never call. Behind the same middleware as every
+    route: the key check (its agents bound the tools), the Host check of a keyless server, the
+    limits. The SDK's own Host/Origin check is off: it knows only loopback names, the server's
+    checks know the configured ones."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self.handler: ASGIApp | None = None
+        self.lock = asyncio.Lock()
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def _start(self) -> None:
+        import importlib
+
+        await asyncio.to_thread(importlib.import_module, "kemem_es.mcp_server")
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from kemem_es.mcp_server import http_mcp
+
+        server = http_mcp(self.app)
+        sub = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        ready = asyncio.Event()
+
+        async def run() -> None:  # the transport's task group, entered and left in one task
+            async with server.session_manager.run():
+                ready.set()
+                await self.stop.wait()
+
+        self.task = asyncio.create_task(run())
+        await ready.wait()
+        self.handler = sub.routes[0].app  # type: ignore[attr-defined]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.handler is None:
+            async with self.lock:
+                if self.handler is None:
+                    await self._start()
+        assert self.handler is not None
+        await self.handler(scope, receive, send)
+
+    async def close(self) -> None:
+        if self.task is not None:
+            self.stop.set()
+            await self.task
+
+
+def mount_mcp(app: FastAPI) -> None:
+    """``/mcp`` when the ``mcp`` extra is installed (see :class:`LazyMcp`)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None:
+        return
+    from starlette.routing import Route
+
+    app.state.mcp = LazyMcp(app)
+    app.router.routes.append(
+        Route("/mcp", endpoint=app.state.mcp, methods=["GET", "POST", "DELETE"])
+    )
+
+
 # At shutdown, background extractions (LLM calls) still running get this long to finish; then
 # they are given up (their raw turns are stored), so the server exits before an orchestrator's
 # kill (the reinforcement flush that follows has its own deadline, SHUTDOWN_FLUSH_S).
@@ -200,7 +286,17 @@ def create_app(
     cfg = settings or km.settings
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(this: FastAPI) -> AsyncIterator[None]:
+        await warm()
+        yield
+        mcp = getattr(this.state, "mcp", None)
+        if mcp is not None:
+            await mcp.close()
+        await proxy.close_proxy(this)
+        if own:
+            await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
+
+    async def warm() -> None:
         try:  # model, jieba, names and the connection now, not in the first requests
             await km.warm_up()
         except EngineUnavailable as exc:  # may come later: /query degrades until it does
@@ -211,16 +307,15 @@ def create_app(
         except Exception as exc:  # not the engine's fault: say what it is
             app.state.unusable = f"warm-up failed: {type(exc).__name__}"
             log.error("warm-up failed: %s: %s", type(exc).__name__, exc)
-        yield
-        if own:
-            await km.aclose(extraction_timeout_s=SHUTDOWN_EXTRACTIONS_S)
 
     app = FastAPI(
         title="kemem-es",
         summary="Long-term memory for Chinese companion chat: recall (/query) and the Memory API",
         version="0.1.0",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,
     )
+    install_openapi(app)
     app.state.kemem = km
     app.state.settings = cfg
     app.state.keyring = KeyRing(cfg.server_api_keys)
@@ -272,10 +367,16 @@ def create_app(
     # operation per path there, not two with the same id.
     @app.get("/healthz", tags=["ops"], summary="The process is up (no auth, no engine call)")
     @app.head("/healthz", include_in_schema=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz() -> Health:
+        return Health(status="ok")
 
-    @app.get("/readyz", tags=["ops"], summary="The engine answers and the indices exist")
+    @app.get(
+        "/readyz",
+        tags=["ops"],
+        summary="The engine answers and the indices exist",
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "not ready: reason says why"}},
+    )
     @app.head("/readyz", include_in_schema=False)
     async def readyz(request: Request, _: Access = Depends(authenticate)) -> Response:
         unusable = getattr(app.state, "unusable", None)
@@ -296,14 +397,19 @@ def create_app(
         return JSONResponse(ready)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", include_in_schema=False)
-    def metrics(request: Request, _: Access = Depends(authenticate)) -> Response:
+    def metrics(request: Request, access: Access = Depends(authenticate)) -> Response:
         m: Metrics = app.state.metrics
+        if access.agents is not None:  # server-wide numbers: not for a key of some agents
+            return error_response(403, "forbidden", METRICS_OPERATORS_ONLY)
         if not m.enabled:
             return error_response(404, "not_found", "metrics need prometheus_client installed")
         data, ctype = m.render()
         return Response(data, media_type=ctype)
 
+    mount_mcp(app)
     app.include_router(routes_query.router)
     app.include_router(routes_memories.router)
+    app.include_router(routes_sessions.router)
+    app.include_router(proxy.router)
     app.include_router(dashboard.router)
     return app

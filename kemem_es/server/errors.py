@@ -14,7 +14,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kemem_es.engine.client import CLIENT_ERRORS, translate_client_error
 from kemem_es.errors import (
     ConcurrentChange,
     EngineUnavailable,
@@ -35,6 +34,7 @@ _UNPARSABLE_BODY = "There was an error parsing the body"
 
 # What stands for the engine's address in an answer (the log keeps the address).
 ENGINE = "<engine>"
+LLM = "<llm>"  # the same for the extractor's address (an LLM is no search engine)
 # Addresses as the clients' errors quote them, most specific first: a socket's ('host', port),
 # urllib3's host='…', port=…, a bracketed IPv6 address, a URL, an IPv4 address.
 _ADDRESSES = re.compile(
@@ -46,15 +46,15 @@ _ADDRESSES = re.compile(
 )
 
 
-def hide_engine(text: str, engine_url: str | None) -> str:
+def hide_engine(text: str, engine_url: str | None, placeholder: str = ENGINE) -> str:
     """``text`` without the engine's address (its URL, host and port, any IP address or URL):
     an answer goes to key holders and chat clients, who have no business knowing where the
     engine runs. The library's own messages (and the server's log) keep it."""
-    text = _ADDRESSES.sub(ENGINE, text)
+    text = _ADDRESSES.sub(placeholder, text)
     host = urllib.parse.urlsplit(engine_url).hostname if engine_url else None
     if host:  # a name, not an address (those went above)
         name = rf"(?<![\w.-]){re.escape(host)}(?::\d+)?(?![\w-])"
-        text = re.sub(name, ENGINE, text, flags=re.IGNORECASE)
+        text = re.sub(name, placeholder, text, flags=re.IGNORECASE)
     return text
 
 
@@ -115,8 +115,11 @@ def _field_of(loc: Sequence[object]) -> str:
 
 
 def kemem_error_response(exc: KememError, engine_url: str | None = None) -> JSONResponse:
-    """The status and code of ``exc``, with its message less the engine's address."""
-    msg = hide_engine(str(exc), engine_url)
+    """The status and code of ``exc``, with its message less the engine's address (an
+    extraction's: less the LLM's; its upstream body is never in the message, see
+    ``ExtractionError.detail``)."""
+    placeholder = LLM if isinstance(exc, ExtractionError) else ENGINE
+    msg = hide_engine(str(exc), engine_url, placeholder)
     if isinstance(exc, InvalidInput):
         extra = {"problems": exc.problems[:20]} if len(exc.problems) > 1 else {}
         return error_response(422, "invalid_input", msg, exc.field, **extra)
@@ -176,10 +179,3 @@ def install_handlers(app: FastAPI) -> None:
             return _unparsable_body("nested too deeply or not UTF-8")
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail))
-
-    for cls in CLIENT_ERRORS:  # a client error that escaped the engine seam: translated here
-
-        @app.exception_handler(cls)
-        async def _client(request: Request, exc: Exception) -> JSONResponse:
-            error = translate_client_error(exc, "search engine")
-            return kemem_error_response(error, request.app.state.kemem.settings.url)

@@ -10,6 +10,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+# The counters are the whole server's (every agent's traffic): a key that serves only some
+# agents must not watch the others' (the README: a key sees only its agents). Numbers per agent
+# would need a label per agent on every series; the aggregate is an operator's, so a key
+# without "*" is refused it (/metrics: 403; the dashboard's live panel: hidden).
+METRICS_OPERATORS_ONLY = (
+    'metrics are server-wide (every agent\'s traffic): only an operator key (agents ["*"]) '
+    "reads them"
+)
+
 
 class Metrics:
     registry: CollectorRegistry | None
@@ -53,6 +62,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._proxy_tokens = prom.Counter(
+            "kemem_proxy_tokens",
+            "the proxy's tokens by agent, user and kind: prompt and completion (the upstream's "
+            "usage), memory (the injected memory text)",
+            ["agent", "user", "kind"],
+            registry=self.registry,
+        )
+        self._proxy_requests = prom.Counter(
+            "kemem_proxy_requests",
+            "requests the proxy answered from its upstream, by agent and user",
+            ["agent", "user"],
+            registry=self.registry,
+        )
+
     @property
     def enabled(self) -> bool:
         return self.registry is not None
@@ -70,6 +93,12 @@ class Metrics:
     def degraded(self) -> None:
         if self.enabled:
             self._degraded.inc()
+
+    def proxy_usage(self, agent: str, user: str, prompt: int, completion: int, memory: int) -> None:
+        if self.enabled:
+            self._proxy_requests.labels(agent, user).inc()
+            for kind, n in (("prompt", prompt), ("completion", completion), ("memory", memory)):
+                self._proxy_tokens.labels(agent, user, kind).inc(max(n, 0))
 
     def overloaded(self) -> None:
         if self.enabled:

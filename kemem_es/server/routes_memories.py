@@ -58,6 +58,8 @@ class AddRequest(BaseModel):
     dedup: bool = True
     user_name: str | None = None
     agent_name: str | None = None
+    scene_change: bool = False
+    dialogue: bool = True
 
     @model_validator(mode="after")
     def _one_input(self) -> AddRequest:
@@ -145,7 +147,9 @@ def _filters(raw: str | None) -> dict[str, Any] | None:
     return value
 
 
-@router.post("", summary="Add a memory (text, chat messages or a record)")
+@router.post(
+    "", operation_id="addMemories", summary="Add a memory (text, chat messages or a record)"
+)
 async def add(
     body: AddRequest, request: Request, access: Access = Depends(authenticate)
 ) -> AddResponse:
@@ -168,6 +172,8 @@ async def add(
         dedup=body.dedup,
         user_name=body.user_name,
         agent_name=body.agent_name,
+        scene_change=body.scene_change,
+        dialogue=body.dialogue,
     )
     return AddResponse(results=results)
 
@@ -190,7 +196,11 @@ async def list_memories(
     )
 
 
-@router.delete("", summary="Delete every memory of a scope (needs confirm=true)")
+@router.delete(
+    "",
+    operation_id="deleteAllMemories",
+    summary="Delete every memory of a scope (needs confirm=true)",
+)
 async def delete_all(
     request: Request,
     scope: ScopeArgs = Scoped,
@@ -272,7 +282,11 @@ async def delete_memory(
     return await _km(request).delete(memory_id, **scope.kw(), kind=kind, refresh=refresh)
 
 
-@router.get("/{memory_id}/history", summary="Every recorded change of a memory, oldest first")
+@router.get(
+    "/{memory_id}/history",
+    operation_id="getMemoryHistory",
+    summary="Every recorded change of a memory, oldest first",
+)
 async def history(
     memory_id: str,
     request: Request,

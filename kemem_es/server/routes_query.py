@@ -4,14 +4,20 @@ the v23 contract (``QueryResponse.to_contract()``)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from kemem_es.async_kemem import AsyncKemem
 from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
-from kemem_es.contract.response import QueryResponse
+from kemem_es.contract.response import (
+    AdditionalInfo,
+    EntityHit,
+    EventHit,
+    QueryResponse,
+    SimpleResponse,
+)
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.errors import hide_engine
 
@@ -30,6 +36,36 @@ class QueryRequest(QueryParams):
         max_length=MAX_QUERY_CHARS,
         description=f"the user's utterance (at most {MAX_QUERY_CHARS:,} characters)",
     )
+    # Optional here, as on every route: the configured default agent when omitted.
+    agent_id: str | None = Field(  # type: ignore[assignment]
+        None, min_length=1, description="the agent (default: KEMEM_DEFAULT_AGENT_ID)"
+    )
+
+
+class SearchRequest(QueryRequest):
+    """``/query``'s request with the Memory API's names: ``threshold`` (the score threshold)
+    and ``session_id`` (only that session's memories)."""
+
+    threshold: float | None = Field(None, ge=0, le=1, description="the score threshold")
+    session_id: str | None = Field(None, description="only memories of this session")
+
+
+class SearchHit(BaseModel):
+    """One recalled memory, events then entities (what mem0-style chat loops read)."""
+
+    id: str | None
+    memory: str
+    score: float
+    kind: Literal["events", "entities"]
+
+
+class SearchResponse(BaseModel):
+    """The recalled memories as ``results``, and the whole v23 answer beside them."""
+
+    results: list[SearchHit]
+    memory_events: list[EventHit]
+    memory_entities: list[EntityHit]
+    additional_info: AdditionalInfo
 
 
 async def _run(
@@ -37,16 +73,28 @@ async def _run(
 ) -> QueryResponse:
     """The query; with degrade on (``KEMEM_SERVER_DEGRADE``, the default) an engine that is
     down or slow gives an empty answer marked degraded (and the header) instead of a 503."""
-    access.check(body.agent_id)
     km: AsyncKemem = request.app.state.kemem
+    agent = body.agent_id if body.agent_id is not None else km.settings.default_agent_id
+    access.check(agent)
+    special = {"query", "user_id", "agent_id", "threshold", "session_id"}
     options: dict[str, Any] = {
-        name: getattr(body, name)
-        for name in body.model_fields_set - {"query", "user_id", "agent_id"}
+        name: getattr(body, name) for name in body.model_fields_set - special
     }
     degrade = request.app.state.settings.server_degrade
-    resp = await km.query(
-        body.query, user_id=body.user_id, agent_id=body.agent_id, degrade=degrade, **options
-    )
+    if isinstance(body, SearchRequest):
+        resp = await km.search(
+            body.query,
+            user_id=body.user_id,
+            agent_id=agent,
+            threshold=body.threshold,
+            session_id=body.session_id,
+            degrade=degrade,
+            **options,
+        )
+    else:
+        resp = await km.query(
+            body.query, user_id=body.user_id, agent_id=agent, degrade=degrade, **options
+        )
     if resp.additional_info.degraded:
         request.app.state.metrics.degraded()
         info = resp.additional_info  # the reason goes to chat clients: not where the engine is
@@ -62,15 +110,38 @@ async def _run(
     return resp
 
 
-@router.post("/query", summary="Recall memories (the v23 response contract)")
+# The v23 answer as it always was: Chinese keys (检索耗时, 分词, ...), no null fields.
+@router.post(
+    "/query",
+    summary="Recall memories (the v23 response contract)",
+    response_model=QueryResponse,
+    response_model_exclude_none=True,
+)
 async def query(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
-) -> dict[str, Any]:
+) -> Any:
     return (await _run(request, response, body, access)).to_contract()
 
 
 @router.post("/query_simple", summary="Recall memories: only their texts")
 async def query_simple(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
-) -> dict[str, Any]:
-    return (await _run(request, response, body, access)).simple().model_dump()
+) -> SimpleResponse:
+    return (await _run(request, response, body, access)).simple()
+
+
+@router.post(
+    "/v1/memories/search",
+    tags=["memories"],
+    summary="Recall memories for a chat turn (the Memory API's search)",
+    response_model=SearchResponse,
+    response_model_exclude_none=True,
+)
+async def search(
+    body: SearchRequest,
+    request: Request,
+    response: Response,
+    access: Access = Depends(authenticate),
+) -> Any:
+    resp = await _run(request, response, body, access)
+    return {"results": resp.results, **resp.to_contract()}

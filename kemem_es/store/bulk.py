@@ -24,21 +24,12 @@ import numpy as np
 import orjson
 
 from kemem_es.contract.memory import Action
-from kemem_es.engine.bridge import offload, result_of
-from kemem_es.engine.client import (
-    CLIENT_ERRORS,
-    SERIALIZATION_ERRORS,
-    Engine,
-    check_bulk,
-    describe_client_error,
-    is_refusal,
-    status_of,
-    type_and_reason,
-    with_remedy,
-)
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import check_bulk, is_refusal, type_and_reason, with_remedy
 from kemem_es.errors import EngineUnavailable, KememError, WriteInterrupted
 from kemem_es.models import MemoryKind, MemoryRecord
-from kemem_es.store import history
+from kemem_es.runtime import offload, result_of
+from kemem_es.store import consistency, fresh, history
 from kemem_es.store.documents import (
     LIFECYCLE_FIELDS,
     TextTokenizer,
@@ -46,6 +37,7 @@ from kemem_es.store.documents import (
     embed_text,
     to_document,
     vector_fields,
+    with_strength_key,
 )
 from kemem_es.store.layout import history_alias, index_alias
 from kemem_es.store.names import ScopeNames, record_names
@@ -62,7 +54,6 @@ EXISTING_FIELDS = ["content_hash", "description", "strength", *LIFECYCLE_FIELDS]
 
 
 # What ends a bulk write early: the package's own errors and the engine clients'.
-_STOPS_A_WRITE: tuple[type[Exception], ...] = (KememError, *CLIENT_ERRORS)
 
 
 class TextEmbedder(Protocol):
@@ -144,6 +135,7 @@ def _carry_over(doc: dict[str, Any], old: dict[str, Any], keep_strength: bool) -
     doc.update({f: old[f] for f in LIFECYCLE_FIELDS if f in old})
     if keep_strength and "strength" in old:
         doc["strength"] = old["strength"]
+    with_strength_key(doc)
 
 
 def approx_bytes(doc: dict[str, Any]) -> int:
@@ -191,8 +183,8 @@ class BulkWriter:
                 self._write(items, kind, report, on_progress, actor)
             for alias in aliases:
                 self.engine.refresh(alias)
-        except _STOPS_A_WRITE as exc:
-            why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
+        except KememError as exc:
+            why = exc.reason or str(exc)
             unknown = (
                 f", the outcome of {report.unknown} is unknown (the engine did not answer; it "
                 "may still apply them)"
@@ -408,6 +400,7 @@ class BulkWriter:
         if entries:
             doing = f"recording the missing history of {len(entries)} unchanged memories"
             check_bulk(history.write(self.engine, entries), doing)
+            consistency.note_recorded(self.engine, entries)
 
     def vectors(
         self,
@@ -436,12 +429,13 @@ class BulkWriter:
         for attempt in range(self.max_retries + 1):
             try:
                 resp = self.engine.bulk(lines)
-            except CLIENT_ERRORS as exc:
+            except KememError as exc:
+                _note_written(self.engine, lines)  # the engine may still apply them
                 # No answer (a timeout, a dropped connection): the engine may apply the
                 # request later, so these records are neither written nor not written.
-                answered = status_of(exc) is not None or isinstance(exc, SERIALIZATION_ERRORS)
-                out.unknown = 0 if answered else len(lines) // 2
-                raise _BatchStopped(describe_client_error(exc), out) from exc
+                out.unknown = 0 if exc.answered else len(lines) // 2
+                raise _BatchStopped(exc.reason or str(exc), out) from exc
+            _note_written(self.engine, lines)
             retry: list[dict] = []
             for n, item in enumerate(resp["items"]):
                 res: dict[str, Any] = next(iter(item.values()), {})  # "index" or "create"
@@ -475,12 +469,13 @@ class BulkWriter:
                 doing = f"recording history ({len(done)} memories were written)"
                 resp = history.write(self.engine, done)
                 check_bulk(resp, doing)
+                consistency.note_recorded(self.engine, done)
             if stopped:
                 raise EngineUnavailable(
                     with_remedy(f"the engine did not take {len(stopped)} records ({stopped[0]})")
                 )
-        except _STOPS_A_WRITE as exc:  # what this batch wrote still counts
-            why = describe_client_error(exc) if isinstance(exc, CLIENT_ERRORS) else str(exc)
+        except KememError as exc:  # what this batch wrote still counts
+            why = exc.reason or str(exc)
             raise _BatchStopped(why, out) from exc
         return out
 
@@ -508,16 +503,12 @@ _pause_lock = threading.Lock()
 
 
 def _put_refresh_interval(engine: Engine, index: str, value: str | None) -> None:
-    body = {"index": {"refresh_interval": value}}
-    if engine.dialect == "opensearch":
-        engine.client.indices.put_settings(index=index, body=body)
-    else:
-        engine.client.indices.put_settings(index=index, settings=body)
+    engine.put_settings(index, {"index": {"refresh_interval": value}})
 
 
 def _refresh_interval(engine: Engine, index: str) -> str | None:
     """The index's own refresh_interval, or None where it keeps the default."""
-    resp = engine.client.indices.get_settings(index=index, name="index.refresh_interval")
+    resp = engine.get_settings(index, "index.refresh_interval")
     found: dict[str, Any] = next(iter(resp.values()), {})
     return found.get("settings", {}).get("index", {}).get("refresh_interval")
 
@@ -548,3 +539,13 @@ def refresh_paused(engine: Engine, aliases: Sequence[str], pause: bool = True) -
                 if _paused[name] == 0:
                     del _paused[name]
                     _put_refresh_interval(engine, name, _saved.pop(name, None))
+
+
+def _note_written(engine: Engine, lines: list[dict[str, Any]]) -> None:
+    """Each (index, scope) of a bulk's actions, for read-your-own-writes (``store.fresh``)."""
+    seen = set()
+    for line in lines[::2]:
+        meta = next(iter(line.values()))
+        seen.add((meta.get("_index"), meta.get("routing")))
+    for alias, routing in seen:
+        fresh.written(engine, alias, routing)

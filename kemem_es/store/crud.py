@@ -20,13 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from kemem_es.contract.memory import Action, HistoryEntry, Memory, MemoryPage
-from kemem_es.engine.bridge import shielded
-from kemem_es.engine.client import (
-    Engine,
+from kemem_es.engine.client import Engine
+from kemem_es.engine.errors import (
     check_bulk,
     check_shards,
     deadline,
-    engine_errors,
     is_refusal,
     type_and_reason,
     with_remedy,
@@ -38,9 +36,11 @@ from kemem_es.errors import (
     InvalidInput,
     KememError,
     NotFound,
+    activity,
 )
-from kemem_es.models import MemoryKind
-from kemem_es.store import history
+from kemem_es.models import Database, MemoryKind
+from kemem_es.runtime import shielded
+from kemem_es.store import consistency, fresh, history
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import (
     HEAVY_FIELDS,
@@ -239,12 +239,17 @@ class Crud:
         return index_alias(self.prefix, scope.db, kind)
 
     # -- reads ----------------------------------------------------------------------------
+    def before_read(self, scope: Scope, kinds: Iterable[MemoryKind]) -> None:
+        """This process's own writes of the scope made visible (``store.fresh``)."""
+        reads = [(self.alias(scope, k), scope.routing) for k in kinds]
+        fresh.before_read(self.engine, reads, self.engine.read_timeout)
+
     def fetch(self, scope: Scope, memory_id: str, kind: MemoryKind | None = None) -> Stored:
         """The memory with this id in this scope; NotFound otherwise (also for other scopes)."""
         memory_id = checked_id(memory_id, "memory_id")
         kinds = _kinds(kind)
         refs = [(self.alias(scope, k), scope.doc_id(memory_id), scope.routing) for k in kinds]
-        with engine_errors("reading a memory"):
+        with activity("reading a memory"):
             docs = self.engine.get_many(refs, excludes=FETCH_EXCLUDES)
         found = [
             Stored(k, doc["_source"], doc["_seq_no"], doc["_primary_term"])
@@ -281,8 +286,8 @@ class Crud:
         point in time is opened only when a second page may follow, closed with the last page,
         kept alive ``PIT_KEEP_ALIVE_S`` after each page (not minutes more), and this process
         holds at most ``PIT_MAX_OPEN`` at once: past that, listings page the live indices."""
-        if not 1 <= limit <= PAGE_MAX:
-            raise InvalidInput(f"limit: must be 1–{PAGE_MAX}", field="limit")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= PAGE_MAX:
+            raise InvalidInput(f"limit: a whole number 1–{PAGE_MAX}", field="limit")
         after = decode_cursor(cursor) if cursor else None
         body: dict[str, Any] = {
             "size": limit,
@@ -292,6 +297,8 @@ class Crud:
             "track_total_hits": False,
         }
         indices = ",".join(self.alias(scope, k) for k in _kinds(kind))
+        if after is None:  # read-your-own-writes: the first page (a point in time follows it)
+            self.before_read(scope, _kinds(kind))
         listing = listing_key(scope, kind, filters)
         after = resume(after, listing) if after else None
         got = None
@@ -315,7 +322,7 @@ class Crud:
         return out, encode_cursor(Cursor(last if pit else last[:2], pit, listing))
 
     def _live_page(self, indices: str, body: dict[str, Any], scope: Scope) -> list[dict[str, Any]]:
-        with engine_errors("listing memories"):
+        with activity("listing memories"):
             resp = self.engine.search(indices, body, routing=scope.routing)
         return list(check_shards(resp, "listing memories")["hits"]["hits"])
 
@@ -328,7 +335,7 @@ class Crud:
             return None
         pit = None
         try:
-            with engine_errors("opening a point in time"):
+            with activity("opening a point in time"):
                 pit = self.engine.open_pit(indices, _keep_alive(), scope.routing)
         except KememError as exc:
             log.warning("listing memories without a point in time: %s", exc)
@@ -345,7 +352,7 @@ class Crud:
         if pit is None:
             return None
         try:
-            with engine_errors("listing memories"):
+            with activity("listing memories"):
                 resp = self.engine.search_pit(pit, _keep_alive(), body)
             hits = check_shards(resp, "listing memories")["hits"]["hits"]
         except KememError as exc:
@@ -360,7 +367,7 @@ class Crud:
         if pit is None:
             return
         try:
-            with engine_errors("closing a point in time"):
+            with activity("closing a point in time"):
                 self.engine.close_pit(pit)
         except KememError as exc:  # it expires anyway (and stays counted until then)
             log.info("closing a point in time: %s", exc)
@@ -374,7 +381,8 @@ class Crud:
         kind: MemoryKind | None = None,
     ) -> int:
         query = {"bool": {"filter": scope.filters() + compile_filters(filters)}}
-        with engine_errors("counting memories"):
+        self.before_read(scope, _kinds(kind))
+        with activity("counting memories"):
             return sum(
                 self.engine.count(self.alias(scope, k), query, scope.routing) for k in _kinds(kind)
             )
@@ -391,12 +399,29 @@ class Crud:
         if not 1 <= limit <= history.LIMIT_MAX:
             raise InvalidInput(f"limit: must be 1–{history.LIMIT_MAX}", field="limit")
         body = history.query(scope, memory_id, limit)
-        with engine_errors("reading history"), deadline(self.engine.settings.query_timeout_s):
+        with activity("reading history"), deadline(self.engine.settings.query_timeout_s):
             history.refresh_if_written(self.engine, self.engine.read_timeout)
             resp = self.engine.search(history_alias(self.prefix), body)
         check_shards(resp, "reading history")
         hits = resp["hits"]["hits"]
         return [history.to_entry(h["_source"]) for h in reversed(hits) if scope.owns(h["_source"])]
+
+    def existing_ids(
+        self, db: Database, kind: MemoryKind, refs: Sequence[tuple[str, str | None]]
+    ) -> set[str]:
+        """Which of the documents ``refs`` ((engine id, routing) in ``db``) exist (real time)."""
+        alias = index_alias(self.prefix, db, kind)
+        with activity("looking up memories"):
+            return set(self.engine.mget(alias, refs, ["id"]))
+
+    def texts_ever(self, uids: set[str]) -> list[dict[str, Any]]:
+        """The history entries (uid, old_text, new_text) of the memories ``uids``: every text
+        they have had, this process's latest changes included."""
+        with activity("reading history"):
+            history.refresh(self.engine)  # entries written a moment ago count
+            body = history.texts_query(uids)
+            hits = self.engine.search(history_alias(self.prefix), body)["hits"]["hits"]
+        return [h["_source"] for h in hits]
 
     # -- writes ---------------------------------------------------------------------------
     def _action(self, op: str, scope: Scope, kind: MemoryKind, memory_id: str,
@@ -427,9 +452,25 @@ class Crud:
         recall counts) stay as they are; fields set to None are cleared. Each given field
         replaces its old value whole: a partial ``doc`` would merge objects key by key, so
         ``metadata`` could never lose a key (and its derived ``meta`` entries would disagree)."""
+        if not self.engine.painless:  # the same write, computed here (see _patched)
+            full = self._patched(scope, stored, doc)
+            action = self._action("index", scope, stored.kind, stored.memory_id, stored)
+            self._bulk_one([action, full], entry, refresh, scope, stored.memory_id)
+            return
         action = self._action("update", scope, stored.kind, stored.memory_id, stored)
         script = {"source": PATCH_SCRIPT, "lang": "painless", "params": {"doc": doc}}
         self._bulk_one([action, {"script": script}], entry, refresh, scope, stored.memory_id)
+
+    def _patched(self, scope: Scope, stored: Stored, doc: dict[str, Any]) -> dict[str, Any]:
+        """PATCH_SCRIPT without a script: the whole stored document (vector included, read in
+        real time) with ``doc``'s fields replaced whole and its None fields removed. It is
+        written onto the version that was read (if_seq_no), so a change in between is a
+        conflict, as the scripted update's."""
+        index = self.alias(scope, stored.kind)
+        got = self.engine.get_many([(index, scope.doc_id(stored.memory_id), scope.routing)])[0]
+        current = dict((got or {}).get("_source") or stored.source)
+        current.update(doc)
+        return {k: v for k, v in current.items() if v is not None}
 
     def create(
         self, scope: Scope, kind: MemoryKind, memory_id: str, doc: dict[str, Any],
@@ -461,8 +502,13 @@ class Crud:
         self, lines: list[dict[str, Any]], entry: dict[str, Any], refresh: bool, scope: Scope,
         memory_id: str,
     ) -> None:  # fmt: skip
-        with engine_errors("writing a memory"):
-            resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
+        meta = next(iter(lines[0].values()))
+        try:
+            with activity("writing a memory"):
+                resp = self.engine.bulk(lines, refresh="wait_for" if refresh else False)
+        finally:  # also when it failed: the engine may still apply it
+            if not refresh:
+                fresh.written(self.engine, meta["_index"], meta.get("routing"))
         item = next(iter(resp["items"][0].values()))
         status = item.get("status", 0)
         error = item.get("error") or {}
@@ -483,9 +529,29 @@ class Crud:
 
     def record_history(self, entries: list[dict[str, Any]], doing: str) -> None:
         """History entries, all or an error: a dropped entry is a change with no record."""
-        with engine_errors(doing):
+        with activity(doing):
             resp = history.write(self.engine, entries)
         check_bulk(resp, doing)
+        consistency.note_recorded(self.engine, entries)
+
+    def ensure_recorded(self, scope: Scope, stored: Stored, actor: str) -> bool:
+        """A retry's check (``store.consistency``): the stored version is the memory's newest
+        history entry, else it is recorded now. True when an entry was missing."""
+        return consistency.ensure_recorded(self.engine, scope, stored.kind, stored.source, actor)
+
+    def complete_deletion(self, scope: Scope, memory_id: str, actor: str) -> Memory | None:
+        """A retried delete of a memory that is gone: its DELETE entry, recorded now if its
+        history lacks it (the earlier try deleted it, and its entry failed); the memory as it
+        was deleted, or None when the deletion is recorded already (or never happened)."""
+        from kemem_es.store.documents import to_memory
+
+        last = consistency.unrecorded_deletion(self.engine, scope, checked_id(memory_id, "id"))
+        if last is None:
+            return None
+        entry = consistency.recovered_deletion(scope, last, actor)
+        consistency.write(self.engine, [entry], f"recording the deletion of memory {memory_id!r}")
+        kind: MemoryKind = "entities" if last.get("kind") == "entities" else "events"
+        return to_memory(last.get("new") or {"id": memory_id}, kind)
 
     def delete_scope(
         self,
@@ -511,9 +577,14 @@ class Crud:
     def refresh(self, scope: Scope, kinds: Iterable[MemoryKind]) -> None:
         """Make what was written searchable now: the scope's indices of ``kinds`` and the
         history (one refresh after many writes, not a wait for each)."""
-        with engine_errors("refreshing"):
-            for k in kinds:
-                self.engine.refresh(self.alias(scope, k))
+        for k in kinds:
+            try:
+                with activity("refreshing"):
+                    self.engine.refresh(self.alias(scope, k))
+            except EngineUnavailable as exc:
+                if not index_missing(exc):  # a kind not written yet: nothing to refresh
+                    raise
+        with activity("refreshing"):
             history.refresh(self.engine)
 
     def delete_sources(
@@ -540,7 +611,9 @@ class Crud:
                 history.entry(scope, row.memory_id, row.kind, event, actor, old=old, reason=reason)
             )
         with shielded():  # the deletions and their history go together (see _bulk_one)
-            with engine_errors("deleting memories"):
+            for kind in {row.kind for row in rows}:
+                fresh.written(self.engine, self.alias(scope, kind), scope.routing)
+            with activity("deleting memories"):
                 resp = self.engine.bulk(lines)
             ok = [
                 e
@@ -575,8 +648,13 @@ class Crud:
                 "seq_no_primary_term": True,
             }
             for _ in range(DELETE_PASSES):
-                with engine_errors("refreshing"):  # bounded like the read it comes before
-                    self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
+                try:
+                    with activity("refreshing"):  # bounded like the read it comes before
+                        self.engine.refresh(self.alias(scope, k), self.engine.read_timeout)
+                except EngineUnavailable as exc:
+                    if not index_missing(exc):
+                        raise
+                    break  # a kind whose index does not exist yet has nothing to delete
                 found = False
                 page = body
                 while True:
@@ -608,13 +686,19 @@ class Crud:
                 for i in range(0, len(uids), FORGET_IDS)
             ]
         )
-        with engine_errors("refreshing"):
+        with activity("refreshing"):
             history.refresh(self.engine)
-        with engine_errors("forgetting history"):
+        with activity("forgetting history"):
             for ids in batches:
                 keep = [{"term": {"event": "FORGET"}}]
                 body = {"query": {"bool": {"filter": scoped + ids, "must_not": keep}}}
                 self.engine.delete_by_query(history_alias(self.prefix), body)
+
+
+def index_missing(exc: BaseException) -> bool:
+    """A translated engine error that says the index does not exist (a fresh prefix whose
+    first write created only its own kind's index)."""
+    return "index_not_found" in str(exc)
 
 
 def to_memories(rows: Sequence[tuple[MemoryKind, dict[str, Any]]]) -> list[Memory]:

@@ -34,6 +34,8 @@ from kemem_es.store import vector_code
 from kemem_es.store.layout import (
     ID_FIELD,
     SLOTS_FIELD,
+    STRENGTH_KEY_FIELD,
+    STRENGTH_KEY_SCALE,
     SUBJECT_FIELD,
     SUPERSEDED_AT,
     SUPERSEDED_BY,
@@ -135,6 +137,27 @@ def meta_entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+# The latest date the engine takes; below this strength the key stops at it (the term's error
+# there is under 4e-3 / k of the strength weight).
+MAX_KEY_MS = 250_000_000_000_000  # year 9892
+
+
+def strength_key(strength: float | None) -> int | None:
+    """The ``strength_key`` date (epoch ms) of a strength: SCALE / s, so that distance_feature
+    (origin: the epoch, pivot SCALE / k) scores pivot / (pivot + SCALE / s) = s / (s + k).
+    None (the field absent: the term is 0, as s / (s + k) is) for no strength."""
+    if strength is None or strength <= 0:
+        return None
+    return min(round(STRENGTH_KEY_SCALE / float(strength)), MAX_KEY_MS)
+
+
+def with_strength_key(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the key of the strength it sets (None clears it, for a partial update)."""
+    if "strength" in doc:
+        doc[STRENGTH_KEY_FIELD] = strength_key(doc["strength"])
+    return doc
+
+
 def to_document(
     record: MemoryRecord, scope: Scope, tok: TextTokenizer, memory_id: str | None = None
 ) -> dict[str, Any]:
@@ -180,6 +203,7 @@ def to_document(
             updatetime=fmt_time(record.updatetime),
         )
         doc.update(fact_fields(facts_of_record(record)))
+    with_strength_key(doc)
     # An empty optional value is stored as absent, so that `exists` filters mean something.
     return {k: v for k, v in doc.items() if v is not None and not (k in OPTIONAL_TERMS and v == "")}
 

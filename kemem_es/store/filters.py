@@ -128,9 +128,11 @@ def _text(value: str, where: str) -> str:
 
 def _check_value(ftype: FieldType, value: Any, where: str) -> Any:
     if ftype == "keyword":
-        if not isinstance(value, str | int) or isinstance(value, bool):
+        # Text only: a number matched as its digits ({"kind": {"ne": 1}} was every memory)
+        # hid the caller's mistake.
+        if not isinstance(value, str):
             raise _bad(where, f"expects text, got {type(value).__name__}")
-        return _text(value, where) if isinstance(value, str) else str(value)
+        return _text(value, where)
     if ftype == "number":
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise _bad(where, f"expects a number, got {type(value).__name__}")

@@ -21,6 +21,15 @@ _last_seq = 0
 _unrefreshed: set[tuple[str, str]] = set()
 
 
+def texts_query(uids: set[str]) -> dict[str, Any]:
+    """The history entries of the memories ``uids`` (engine ids): the texts they have had."""
+    return {
+        "size": LIMIT_MAX,
+        "query": {"bool": {"filter": [{"terms": {"uid": sorted(uids)}}]}},
+        "_source": ["uid", "old_text", "new_text"],
+    }
+
+
 def _seq() -> int:
     """Monotonic within a process: orders entries written in the same millisecond."""
     global _last_seq

@@ -27,6 +27,11 @@ def checked_kind(value: object) -> MemoryKind:
 
 VECTOR_FIELD = "vector"
 VECTOR_CODE_FIELD = "vector_code"  # events: the vector as int8 doc values (store.vector_code)
+# The strength again, as a date whose distance from the epoch is STRENGTH_KEY_SCALE / strength
+# milliseconds: a distance_feature query with pivot SCALE / k then scores exactly
+# s / (s + k), the strength term, without a script (native scoring; store.documents).
+STRENGTH_KEY_FIELD = "strength_key"
+STRENGTH_KEY_SCALE = 1e12
 TIME_FIELD = "event_time"  # events: when the episode happened (what time decay measures)
 ID_FIELD = "id"  # the caller's memory id, unique within a scope and kind
 # Facts that change (docs/facts.md): what a memory is about, and what replaced it.

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kemem_es.engine.client import Engine, engine_errors
-from kemem_es.errors import InvalidInput, KememError
+from kemem_es.engine.client import Engine
+from kemem_es.errors import InvalidInput, KememError, activity
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
 from kemem_es.store.documents import OPTIONAL_TERMS, meta_entries, to_record_data, vector_fields
@@ -130,7 +130,7 @@ def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[Migration
     """Copy every outdated index of this prefix into the current layout and move its alias.
     The new index has the old one's shard count (at least the configured one)."""
     reports = []
-    with engine_errors("migrating"):
+    with activity("migrating"):
         install_history(engine)
         install_users(engine)
         for db, kind, old in outdated_indices(engine):
@@ -200,7 +200,7 @@ def without_vector_codes(engine: Engine) -> dict[str, int]:
     so an operator knows to run `kemem-es migrate`)."""
     prefix = engine.settings.index_prefix
     out = {}
-    with engine_errors("counting memories without vector codes"):
+    with activity("counting memories without vector codes"):
         for db in DATABASES:
             alias = index_alias(prefix, db, "events")
             if engine.index_exists(alias):
@@ -215,11 +215,11 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     off their stored vector: until then anchor feedback passes them by. The index is given the
     field first (``templates.check_compatible``). Asks again for memories still without a code
     until none is left (never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN
-    reader, see the README); one partial update per memory. No history entry: what the memory
+    reader, docs/operations.md); one partial update per memory. No history entry: what the memory
     says does not change."""
     reports = []
     prefix = engine.settings.index_prefix
-    with engine_errors("filling vector codes"):
+    with activity("filling vector codes"):
         for db in DATABASES:
             alias = index_alias(prefix, db, "events")
             if not engine.index_exists(alias):

@@ -52,9 +52,14 @@ class Scope:
     @classmethod
     def of(cls, *, agent_id: str | None, user_id: str | None = None, db: str = "user") -> Scope:
         """The scope rule. Raises InvalidInput naming the field that breaks it."""
-        database = _DATABASE.get(db)
+        database = _DATABASE.get(db) if isinstance(db, str) else None
         if database is None:
-            raise InvalidInput(f"db: must be 'user' or 'official', not {db!r}", field="db")
+            shown = repr(db)[:60] if isinstance(db, str) else f"a {type(db).__name__}"
+            raise InvalidInput(f"db: must be 'user' or 'official', not {shown}", field="db")
+        for field, value in (("agent_id", agent_id), ("user_id", user_id)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidInput(f"{field}: must be a string, not a {type(value).__name__}",
+                                   field=field)  # fmt: skip
         if not agent_id or not str(agent_id).strip():
             raise InvalidInput("agent_id: every memory belongs to an agent", field="agent_id")
         if db == "user" and not (user_id and str(user_id).strip()):
@@ -81,13 +86,7 @@ class Scope:
 
     def filters(self) -> list[dict[str, Any]]:
         """Query filters that keep a request inside this scope."""
-        out: list[dict[str, Any]] = [
-            {"term": {"db": self.db}},
-            {"term": {"agent_id": self.agent_id}},
-        ]
-        if self.user_id is not None:
-            out.append({"term": {"user_id": self.user_id}})
-        return out
+        return scope_filters(self.db, self.agent_id, self.user_id)
 
     def owns(self, source: dict[str, Any]) -> bool:
         """Whether a stored document belongs to this scope (checked on every fetch)."""
@@ -103,6 +102,19 @@ class Scope:
     def describe(self) -> str:
         who = f"user {self.user_id} of " if self.user_id else ""
         return f"{self.db} memories of {who}agent {self.agent_id}"
+
+
+def scope_filters(
+    db: Database, agent_id: str | None = None, user_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Query filters for a scope, or for every scope of a database (of one agent, or one
+    user) where ``agent_id`` / ``user_id`` is None: the clean-up's walk over all users."""
+    out: list[dict[str, Any]] = [{"term": {"db": db}}]
+    if agent_id is not None:
+        out.append({"term": {"agent_id": agent_id}})
+    if user_id is not None:
+        out.append({"term": {"user_id": user_id}})
+    return out
 
 
 def any_of(scopes: list[Scope]) -> dict[str, Any]:

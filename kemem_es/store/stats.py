@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kemem_es.engine import Engine
-from kemem_es.engine.client import deadline
+from kemem_es.engine.errors import deadline
 from kemem_es.errors import EngineUnavailable
 from kemem_es.store.layout import DATABASES, KINDS, history_alias, index_alias
 
@@ -168,7 +168,7 @@ def _stats(
 ) -> MemoryStats:
     """``memory_stats`` once the health is read: one msearch of every alias."""
     info = EngineInfo(
-        dialect=engine.dialect,
+        dialect=engine.dialect.name,
         version=engine.version,
         status=health.get("status"),
         nodes=health.get("number_of_nodes"),

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
-from kemem_es.engine.client import Engine, status_of
-from kemem_es.errors import MappingConflict
+from kemem_es.engine.client import Engine
+from kemem_es.errors import EngineRefused, MappingConflict
 from kemem_es.models import Database, MemoryKind
+from kemem_es.store.embedding import META_KEY, refuse_other_model
 from kemem_es.store.layout import (
     DATABASES,
     FACT_FIELDS,
     KINDS,
+    STRENGTH_KEY_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
     history_alias,
@@ -35,7 +38,7 @@ USERS = "users"
 # Fields a later release added to a template version: an index of that version without them is
 # given them in place (an added field changes nothing that is stored); its older documents
 # simply lack them until they are written again or `kemem-es migrate` fills them in.
-ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, *FACT_FIELDS})
+ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD, *FACT_FIELDS})
 
 
 @cache
@@ -53,6 +56,7 @@ def concrete_index(prefix: str, db: Database, kind: MemoryKind) -> str:
 
 
 ROUTING = "scope"  # _meta.kemem_routing of indices whose documents are routed by Scope.routing
+CUSTOM_ANALYZER = "kemem_ws"  # whitespace + lowercase: the tokens are lowercase already
 
 
 def index_body(
@@ -62,8 +66,10 @@ def index_body(
     quantization: str = "none",
     shards: int = 1,
     replicas: int = 0,
+    embedding: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Settings + mappings for one kind on one dialect, with the model's vector dimension.
+    """Settings + mappings for one kind on one dialect, with the model's vector dimension
+    (and, given ``embedding``, the model's calibration in ``_meta``: store.embedding).
 
     Documents are routed by their scope, and the engine refuses a write, get or update that
     does not say its routing (``_routing.required``): a forgotten route would put a memory on
@@ -84,6 +90,12 @@ def index_body(
     elif quantization != "none":
         raise ValueError(f"unknown vector quantization {quantization!r} (none or int8)")
     mappings = base["mappings"]
+    analyzer = extra.get("text_analyzer")
+    if analyzer:  # a built-in analyzer instead of the custom one (see dialects/*.json)
+        base["settings"].pop("analysis", None)
+        for spec in mappings["properties"].values():
+            if spec.get("analyzer") == CUSTOM_ANALYZER:
+                spec["analyzer"] = analyzer
     mappings["properties"][VECTOR_FIELD] = vector
     mappings["_routing"] = {"required": True}
     mappings["_meta"] = {
@@ -92,15 +104,25 @@ def index_body(
         "embedding_dims": dims,
         "kemem_routing": ROUTING,
     }
+    if embedding is not None:
+        mappings["_meta"][META_KEY] = embedding
     sizing = {"number_of_shards": shards, "number_of_replicas": replicas}
     return {"settings": {**base["settings"], **extra["settings"], **sizing}, "mappings": mappings}
 
 
-def memory_index_body(engine: Engine, db: Database, kind: MemoryKind, dims: int) -> dict[str, Any]:
+def memory_index_body(
+    engine: Engine,
+    db: Database,
+    kind: MemoryKind,
+    dims: int,
+    embedding: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``index_body`` with this installation's choices (quantisation, shards, replicas)."""
     s = engine.settings
     shards = s.user_shards if db == "user" else s.official_shards
-    return index_body(kind, engine.dialect, dims, s.vector_quantization, shards, s.replicas)
+    return index_body(
+        kind, engine.dialect.name, dims, s.vector_quantization, shards, s.replicas, embedding
+    )
 
 
 @dataclass
@@ -114,8 +136,8 @@ def _create(engine: Engine, index: str, body: dict[str, Any]) -> str:
     """Create an index; losing a race to another installer is fine (same template)."""
     try:
         engine.create_index(index, body)
-    except Exception as exc:
-        if status_of(exc) == 400 and "already_exists" in str(exc):
+    except EngineRefused as exc:
+        if "already_exists" in exc.reason:
             return "exists"
         raise
     return "created"
@@ -166,15 +188,17 @@ def install(
     dbs: tuple[Database, ...] = DATABASES,
     kinds: tuple[MemoryKind, ...] = KINDS,
     recreate: bool = False,
+    embedding: dict[str, Any] | None = None,
 ) -> list[InitResult]:
-    """Install templates and indices; re-running changes nothing, a clash is refused."""
+    """Install templates and indices; re-running changes nothing, a clash is refused (an
+    index of another embedding model too, when ``embedding`` says which model this is)."""
     prefix = engine.settings.index_prefix
     results = []
     for db in dbs:
         for kind in kinds:
             alias = index_alias(prefix, db, kind)
             index = concrete_index(prefix, db, kind)
-            body = memory_index_body(engine, db, kind, dims)
+            body = memory_index_body(engine, db, kind, dims, embedding)
             if recreate and engine.index_exists(alias):
                 for existing in engine.get_index(alias):
                     engine.delete_index(existing)
@@ -204,6 +228,8 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
         problems = []
         meta = mapping.get("_meta", {})
         want_meta = wanted["mappings"]["_meta"]
+        if isinstance(want_meta.get(META_KEY), dict) and isinstance(meta.get(META_KEY), dict):
+            refuse_other_model(meta[META_KEY], want_meta[META_KEY]["model"], f"index {name}")
         if meta.get("kemem_template_version") == 1 and want_meta["kemem_template_version"] == 2:
             raise MappingConflict(
                 f"index {name} (alias {alias}) was written by an older kemem-es whose memory ids "
@@ -250,12 +276,25 @@ def check_compatible(engine: Engine, alias: str, wanted: dict[str, Any]) -> None
             engine.put_mapping(name, added)
 
 
-def ensure_compatible(engine: Engine, dims: int, db: Database, kind: MemoryKind) -> None:
-    """Before writing: the index is installed if missing, and refused if it was built from
-    another template version or for another vector size (no silent mix)."""
+def ensure_compatible(
+    engine: Engine,
+    dims: int,
+    db: Database,
+    kind: MemoryKind,
+    embedding: Callable[[], dict[str, Any] | None] | None = None,
+    model: str | None = None,
+) -> None:
+    """Before writing: the index is installed if missing (with the model's calibration,
+    ``embedding()``), and refused if it was built from another template version, for another
+    vector size or from another embedding model (no silent mix)."""
     alias = index_alias(engine.settings.index_prefix, db, kind)
     prefix = engine.settings.index_prefix
     if not all(engine.index_exists(a) for a in (alias, history_alias(prefix), users_alias(prefix))):
-        install(engine, dims, dbs=(db,), kinds=(kind,))
+        # Both kinds of the database (idempotent for one that exists): a fresh prefix written
+        # without ``init`` lists and counts over both kinds (issue 40), while a listing over
+        # an index deleted under a running server still says "run init".
+        cal = embedding() if embedding is not None else None
+        install(engine, dims, dbs=(db,), kinds=KINDS, embedding=cal)
         return
-    check_compatible(engine, alias, memory_index_body(engine, db, kind, dims))
+    named = {"model": model} if model else None  # the check needs the name only
+    check_compatible(engine, alias, memory_index_body(engine, db, kind, dims, named))

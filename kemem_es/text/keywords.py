@@ -97,7 +97,10 @@ class IdfTable:
     ) -> IdfTable:
         """Fit smoothed IDF (scikit-learn: ln((1+N)/(1+df)) + 1) on a corpus; unseen words get
         the df=0 value, i.e. they count as rarer than anything in the corpus."""
-        from sklearn.feature_extraction.text import TfidfVectorizer
+        try:
+            from sklearn.feature_extraction.text import TfidfVectorizer
+        except ImportError as e:
+            raise ValueError(SKLEARN_MISSING) from e
 
         tok = tokenizer or default_tokenizer()
         docs = list(texts)
@@ -117,6 +120,11 @@ class IdfTable:
             f.write(f"# kemem-es idf docs={self.docs or 0} default={self.default:.6f}\n")
             for word, value in sorted(self.idf.items(), key=lambda kv: (-kv[1], kv[0])):
                 f.write(f"{word} {value:.6f}\n")
+
+
+SKLEARN_MISSING = (
+    "scikit-learn is not installed (only lexicon builds use it): pip install 'kemem-es[build]'"
+)
 
 
 @lru_cache(maxsize=1)

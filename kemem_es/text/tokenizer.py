@@ -2,7 +2,7 @@
 
 The cutting runs in jieba-rs (``rjieba``), the Rust port of jieba: the same dictionary and the
 same non-HMM algorithm, so the same tokens (checked against Python jieba on the demo corpus and
-the dev sets, tests/test_tokenizer.py), at about a sixth of the CPU — tokenising was ~40 % of
+the dev sets, tests/unit/test_tokenizer.py), at about a sixth of the CPU — tokenising was ~40 % of
 the client's time in a bulk load and part of every query. Python jieba stays the source of the
 dictionary file, the IDF table and the lexicon build."""
 

@@ -110,7 +110,18 @@ def parse_extraction(
     Events: ``time`` → ``created_at`` (``now`` when missing or null). Entities: ``updatetime``
     = ``now``. Exact duplicates within one answer are kept once. ``labels``: the candidate
     memories shown to the model (label → memory id, ``extract.judge``): each entity's
-    ``action`` / ``target`` is validated against them."""
+    ``action`` / ``target`` is validated against them. An answer nested past Python's
+    recursion limit is an ExtractionError too (the upstream's fault, not the caller's: never
+    a bare RecursionError)."""
+    try:
+        return _parse(text, now, finish_reason, labels)
+    except RecursionError:
+        raise ExtractionError("the extractor's answer is nested too deeply") from None
+
+
+def _parse(
+    text: str, now: datetime, finish_reason: str | None, labels: Mapping[str, str] | None
+) -> Extraction:
     answer = _loads(text, finish_reason)
     if not isinstance(answer, dict):
         raise ExtractionError(
@@ -120,7 +131,7 @@ def parse_extraction(
     if "events" not in answer and "entities" not in answer:
         raise ExtractionError(
             "the extractor's answer has neither 'events' nor 'entities' "
-            f"(keys: {', '.join(map(str, answer)) or 'none'})"
+            f"(keys: {', '.join(str(k)[:40] for k in list(answer)[:10]) or 'none'})"
         )
     ignored = [str(k) for k in answer if k not in ("events", "entities")]
     problems: list[str] = []

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
+from kemem_es.logs import quiet_client_logs
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
 from kemem_es.memory.extract.judge import Candidate, judge_section
@@ -101,6 +102,7 @@ class OpenAIExtractor:
             raise ExtractionError(f"llm_api_key: {NOT_A_HEADER_TOKEN}")
         self.url = url
         self.where = str(url.copy_with(username=None, password=None, query=None))
+        quiet_client_logs()  # httpx would log self.url, query string and all, at INFO
         self.model = model.strip()
         self.timeout_s = float(timeout_s)
         self.json_mode = json_mode
@@ -192,24 +194,33 @@ class OpenAIExtractor:
             raise ExtractionError(
                 f"the extractor at {where} refused the credentials (HTTP {status}); {hint}"
             )
+        # The upstream's own words (an organisation id, quota text, an echo of the request)
+        # never go into the message, which reaches HTTP answers: a status and our reason; the
+        # body's excerpt, scrubbed of the key, is logged at DEBUG and kept on ``detail``.
         if status >= 500:
+            detail = self._detail(raw)
+            log.debug("extractor answered HTTP %d: %s", status, detail)
             raise _Retry(
-                ExtractionError(
-                    f"the extractor at {where} failed (HTTP {status}): {self._detail(raw)}"
-                )
+                ExtractionError(f"the extractor at {where} failed (HTTP {status})", detail=detail)
             )
         if status != 200:
             detail = self._detail(raw)
+            log.debug("extractor answered HTTP %d: %s", status, detail)
             hint = ""
             if status == 404:
                 hint = " — check KEMEM_LLM_BASE_URL (it usually ends in /v1) and KEMEM_LLM_MODEL"
             elif self.json_mode and "response_format" in detail:
                 hint = " — set KEMEM_LLM_JSON_MODE=false for servers without JSON mode"
             raise ExtractionError(
-                f"the extractor at {where} refused the request (HTTP {status}): {detail}{hint}"
+                f"the extractor at {where} refused the request (HTTP {status}){hint}",
+                detail=detail,
             )
         try:
             return json.loads(raw)
+        except RecursionError:
+            raise ExtractionError(
+                f"the extractor at {where} answered with JSON nested too deeply"
+            ) from None
         except ValueError:
             raise ExtractionError(
                 f"the extractor at {where} answered HTTP 200 with a body that is not JSON; "
@@ -252,9 +263,12 @@ class OpenAIExtractor:
         now: datetime,
         candidates: Sequence[Candidate] = (),
     ) -> Extraction:
-        text, finish = answer_text(body)
         labels = {c.label: c.memory_id for c in candidates}
-        result = parse_extraction(text, now=now, finish_reason=finish, labels=labels)
+        try:
+            text, finish = answer_text(body)
+            result = parse_extraction(text, now=now, finish_reason=finish, labels=labels)
+        except RecursionError:  # an answer nested past Python's limit: upstream's fault
+            raise ExtractionError("the extractor's answer is nested too deeply") from None
         log.info(
             "extracted %d events, %d entities from %d messages in %.0f ms (model %s)",
             len(result.events),
@@ -332,6 +346,20 @@ class OpenAIExtractor:
         )
         answer = self._post(body, started + self.timeout_s)
         return self._done(answer, started, _count(messages), now, candidates)
+
+    def complete(self, system: str, user: str) -> str:
+        """One plain chat completion (no JSON mode), bounded like ``extract``: the session
+        summary (kemem_es/session/summary.py) uses the same endpoint and client."""
+        started = time.monotonic()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": 0,
+        }
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        text, _ = answer_text(self._post(body, started + self.timeout_s))
+        return re.sub(r"<think>.*?</think>", "", text, flags=re.S).strip()
 
     # -- async ----------------------------------------------------------------------------------
     async def _apost(self, client: httpx.AsyncClient, body: dict[str, Any], deadline: float) -> Any:

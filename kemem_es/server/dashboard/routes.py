@@ -38,12 +38,17 @@ from kemem_es.models import Time
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.dashboard.summary import summarize
 from kemem_es.server.errors import ApiError, public_reason
+from kemem_es.server.metrics import METRICS_OPERATORS_ONLY
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False)
 
 _STARTED = time.time()
 _PACKAGE = "kemem_es.server.dashboard"
-STATIC = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
+STATIC = {
+    "dashboard.js": "text/javascript",
+    "sessions.js": "text/javascript",
+    "dashboard.css": "text/css",
+}
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -122,8 +127,11 @@ async def overview(request: Request, access: Access = Depends(authenticate)) -> 
 
 
 @router.get("/api/metrics")
-async def metrics(request: Request, _: Access = Depends(authenticate)) -> dict[str, Any]:
-    """The server's request and per-stage counters (cumulative; the page derives rates)."""
+async def metrics(request: Request, access: Access = Depends(authenticate)) -> dict[str, Any]:
+    """The server's request and per-stage counters (cumulative; the page derives rates); to
+    an operator key only (see ``metrics.METRICS_OPERATORS_ONLY``)."""
+    if access.agents is not None:
+        return {"enabled": False, "hidden": True, "reason": METRICS_OPERATORS_ONLY}
     return summarize(request.app.state.metrics.registry, _STARTED)
 
 

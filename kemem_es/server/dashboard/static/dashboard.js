@@ -67,6 +67,8 @@
   const guarded = (fn) => async (...args) => {
     try { await fn(...args); } catch (e) { showError(e.message || String(e)); }
   };
+  // for the other tabs' scripts (sessions.js)
+  window.kememDashboard = { api, h, clear, guarded, showError };
 
   // -- key --------------------------------------------------------------------------------
   function keyState() {
@@ -162,7 +164,7 @@
     if ($("overview").hidden) return;
     const m = await api("GET", "/dashboard/api/metrics");
     const live = clear($("ov-live"));
-    if (!m.enabled) { live.append(card("metrics", "prometheus_client not installed", "bad")); return; }
+    if (!m.enabled) { live.append(card("metrics", m.hidden ? "operator keys only" : "prometheus_client not installed", m.hidden ? "" : "bad")); return; }
     live.append(card("queries", m.queries), card("errors (5xx)", m.query_errors, m.query_errors ? "bad" : ""),
       card("rejected (4xx)", m.query_rejected), card("degraded", m.degraded, m.degraded ? "bad" : ""),
       card("requests (all)", m.requests), card("uptime", `${Math.round(m.uptime_s)} s`));

@@ -1,0 +1,225 @@
+"""The session verbs behind ``Kemem``: append (``add`` with a ``session_id``), ``context``,
+``end_session`` and the session's messages (list, get, delete)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Protocol
+
+from typing_extensions import Unpack
+
+from kemem_es.config import SessionSettings
+from kemem_es.contract.context import Appended, Batch, ContextResult, DialogueTurn, SessionInfo
+from kemem_es.contract.memory import AddResult
+from kemem_es.contract.options import QueryOptions
+from kemem_es.contract.response import QueryResponse
+from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
+from kemem_es.memory.inputs import utf8_text
+from kemem_es.session.assemble import Inputs, assemble
+from kemem_es.session.manager import Outcome, SessionManager, View
+from kemem_es.session.tokens import TokenCounter
+from kemem_es.store.scope import Scope
+from kemem_es.store.sessions import checked_session
+
+log = logging.getLogger("kemem_es.session")
+
+
+class Recall(Protocol):
+    """``Kemem.query`` (what the details part is recalled with)."""
+
+    def __call__(
+        self,
+        text: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        degrade: bool | None = None,
+        reinforce: bool | None = None,
+        **options: Unpack[QueryOptions],
+    ) -> QueryResponse: ...
+
+
+class Sessions:
+    def __init__(
+        self,
+        manager: SessionManager,
+        recall: Recall,
+        counter: Callable[[], TokenCounter],
+        settings: SessionSettings,
+        prefix: str,
+    ) -> None:
+        self.manager = manager
+        self.store = manager.store
+        self.recall = recall
+        self.counter = counter
+        self.settings = settings
+        self.prefix = prefix
+
+    # -- writes -------------------------------------------------------------------------------
+    def add(
+        self,
+        scope: Scope,
+        session_id: object,
+        messages: object,
+        names: Mapping[str, str],
+        scene_change: bool = False,
+        wait: bool = False,
+    ) -> tuple[Appended, list[AddResult]]:
+        """Append; with ``wait`` the batches this call handed over are extracted before it
+        returns, and their memories returned (else they are extracted in the background)."""
+        flush = "scene" if scene_change else None
+        done = self.manager.append(scope, session_id, messages, names, flush, start=not wait)
+        written: list[AddResult] = []
+        for cut in done.batches if wait else []:
+            written += self.manager.process(scope, done.session_id, cut.first_seq)
+        return _appended(done), written
+
+    def end(self, scope: Scope, session_id: object) -> Appended:
+        return _appended(self.manager.end(scope, session_id))
+
+    # -- context --------------------------------------------------------------------------------
+    def context(
+        self,
+        scope: Scope,
+        message: str,
+        *,
+        session_id: str | None,
+        max_tokens: int | None,
+        user_name: str | None,
+        agent_name: str | None,
+        now: datetime,
+        options: dict[str, Any],
+    ) -> ContextResult:
+        if not isinstance(message, str) or not message.strip():
+            raise InvalidInput(
+                "message: the user's current message, a non-empty text", field="message"
+            )
+        utf8_text(message, "message")
+        budget = self.settings.max_tokens if max_tokens is None else max_tokens
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise InvalidInput("max_tokens: a whole number ≥ 1", field="max_tokens")
+        degraded: str | None = None
+        view: View | None = None
+        sid = checked_session(session_id) if session_id is not None else None
+        overview: list[dict[str, Any]] = []
+        try:
+            view = self.manager.view(scope, sid) if sid else None
+            if self.settings.overview_max:
+                overview = self.store.recent_events(scope, self.prefix, self.settings.overview_max)
+        except EngineUnavailable as exc:
+            degraded = f"session unavailable: {exc}"
+            log.warning("context degraded: %s", type(exc).__name__)
+        state = view.state if view else None
+        user_name = user_name or (state.user_name if state else None)
+        agent_name = agent_name or (state.agent_name if state else None)
+        turns = view.turns if view else []
+        recall = self._recall(scope, message, turns, overview, user_name, agent_name, now, options)
+        if recall.additional_info.degraded and not degraded:
+            degraded = recall.additional_info.degraded_reason or "recall degraded"
+        inp = Inputs(
+            message=message,
+            turns=turns,
+            summary=state.summary if state else "",
+            overview=overview,
+            recall=recall,
+            user_name=user_name,
+            agent_name=agent_name,
+            now=now,
+            budget=budget,
+            shares=self.settings.shares,
+            can_summarize=self.manager.summarizer() is not None,
+            session_id=sid,
+            pending=view.pending if view else 0,
+            degraded=degraded,
+        )
+        result = assemble(inp, self.counter())
+        t = result.tokens  # token use per agent (ids and counts only: never the text)
+        log.info(
+            "context agent_id=%s tokens=%d/%d dialogue=%d summary=%d overview=%d details=%d",
+            scope.agent_id, t.total, budget, t.dialogue, t.summary, t.overview, t.details,
+        )  # fmt: skip
+        return result
+
+    def _recall(
+        self,
+        scope: Scope,
+        message: str,
+        turns: list[dict[str, Any]],
+        overview: list[dict[str, Any]],
+        user_name: str | None,
+        agent_name: str | None,
+        now: datetime,
+        options: dict[str, Any],
+    ) -> QueryResponse:
+        context = [{"role": t["role"], "content": t["content"]} for t in turns[-20:]]
+        opts: dict[str, Any] = {"now": now, **options}
+        if context and "context" not in opts:
+            opts["context"] = context
+        ids = [str(s.get("id")) for s in overview if s.get("id")]
+        if ids:
+            opts["exclude_ids"] = [*opts.get("exclude_ids", []), *ids]
+        for k, v in (("user_name", user_name), ("agent_name", agent_name)):
+            if v and k not in opts:
+                opts[k] = v
+        assert scope.user_id is not None
+        return self.recall(
+            message, user_id=scope.user_id, agent_id=scope.agent_id, degrade=True, **opts
+        )
+
+    # -- messages -------------------------------------------------------------------------------
+    def messages(self, scope: Scope, session_id: object, limit: int = 1000) -> list[DialogueTurn]:
+        sid = checked_session(session_id)
+        if not 1 <= limit <= 10_000:
+            raise InvalidInput("limit: must be 1–10000", field="limit")
+        rows = self.store.list_messages(scope, sid, limit)
+        return [
+            DialogueTurn(
+                seq=r["seq"],
+                role=r["role"],
+                name=r.get("name"),
+                content=r["content"],
+                at=r.get("at"),
+            )
+            for r in rows
+        ]
+
+    def message(self, scope: Scope, session_id: object, seq: int) -> DialogueTurn:
+        sid = checked_session(session_id)
+        rows = self.store.messages_by_seq(scope, sid, seq, seq)
+        if not rows:
+            raise NotFound(f"no message {seq} in session {sid!r} of the {scope.describe()}")
+        r = rows[0]
+        return DialogueTurn(
+            seq=r["seq"], role=r["role"], name=r.get("name"), content=r["content"], at=r.get("at")
+        )
+
+    def sessions(self, scope: Scope, limit: int = 100) -> list[SessionInfo]:
+        if not 1 <= limit <= 10_000:
+            raise InvalidInput("limit: must be 1–10000", field="limit")
+        return [
+            SessionInfo(
+                session_id=r["session_id"],
+                messages=int(r.get("next_seq") or 0),
+                window_from=int(r.get("window_from") or 0),
+                open_batches=len(r.get("open_batches") or []),
+                last_at=r.get("last_at"),
+                has_summary=bool(r.get("summary")),
+            )
+            for r in self.store.list_sessions(scope, limit)
+        ]
+
+    def delete(self, scope: Scope, session_id: object, forget: bool = False) -> int:
+        """Delete one session's messages, state and batches (history: one entry)."""
+        return self.store.delete(scope, checked_session(session_id), forget)
+
+    def delete_scope(self, scope: Scope, forget: bool = False) -> int:
+        return self.store.delete(scope, None, forget)
+
+
+def _appended(done: Outcome) -> Appended:
+    batches = [
+        Batch(first_seq=c.first_seq, last_seq=c.last_seq, reason=c.reason) for c in done.batches
+    ]
+    return Appended(session_id=done.session_id, seqs=done.seqs, stored=done.stored, batches=batches)

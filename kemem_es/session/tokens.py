@@ -1,0 +1,71 @@
+"""Counting tokens for the context budget with a real tokenizer (``tokenizers``).
+
+The tokenizer is a ``tokenizer.json``: ``KEMEM_SESSION_TOKENIZER``, else the embedding model's
+(``KEMEM_MODEL_DIR/tokenizer.json``). Give your chat model's own file for exact counts: the
+default is a BERT-style vocabulary that counts every Han character as one token, while the BPE
+vocabularies of Qwen, DeepSeek or GPT-4o merge frequent pairs (fewer tokens per character), so
+the default errs on the safe side for Chinese: a context it fits in N tokens fits the chat
+model's N too (docs/sessions.md). Without any tokenizer file, every character counts as one
+token (the same rule for Chinese; generous for latin text).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+from kemem_es.errors import InvalidInput
+
+
+class TokenCounter(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class CharCounter:
+    """One token per character (no tokenizer file available)."""
+
+    name = "characters"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+
+class FileCounter:
+    """Tokens of a ``tokenizer.json`` (special tokens not added: the text's own tokens)."""
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the library's own error types vary by version
+            raise InvalidInput(
+                f"configuration: KEMEM_SESSION_TOKENIZER: cannot load {path}: "
+                f"{' '.join(str(exc).split())[:200]}",
+                field="KEMEM_SESSION_TOKENIZER",
+            ) from None
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self.name = str(path)
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> FileCounter:
+    return FileCounter(Path(path))
+
+
+def token_counter(tokenizer: Path | None, model_dir: Path | None) -> TokenCounter:
+    """The configured counter: the given file, else the model's, else characters."""
+    if tokenizer is not None:
+        return _load(str(tokenizer))
+    if model_dir is not None and (model_dir / "tokenizer.json").is_file():
+        return _load(str(model_dir / "tokenizer.json"))
+    return CharCounter()
