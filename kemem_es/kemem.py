@@ -586,10 +586,12 @@ class Kemem:
         threshold: float | None = None,
         session_id: str | None = None,
         degrade: bool | None = None,
+        reinforce: bool | None = None,
         **options: Unpack[SearchOptions],
     ) -> QueryResponse:
         """Recall for a chat turn: ``query`` with the Memory API's names (``threshold`` is the
-        score threshold); other options as in ``query``. Unknown options raise, and so does
+        score threshold; ``reinforce=False``: a look, not a recall); other options as in ``query``.
+        Unknown options raise, and so does
         ``top_k``: elsewhere the number of results, in ``query`` the number of base words, so
         here the number of results is ``limit``."""
         if "top_k" in options:
@@ -611,6 +613,7 @@ class Kemem:
             limit=limit,
             filters=with_session(filters, session_id),
             degrade=degrade,
+            reinforce=reinforce,
             **options,
         )
 

@@ -33,9 +33,11 @@ RECALL_SCRIPT = (
     "ctx._source.recall_count = (n == null ? 0 : n) + params.n; "
     "ctx._source.last_recalled_at = params.now; "
     # the strength's key for script-free scoring (store.documents.strength_key)
+    # (a long: Math.min over the def-typed param picked the double overload, and a date field
+    # refuses 1.9E10)
     "double t = ctx._source.strength; "
-    "if (t > 0) { ctx._source.strength_key = Math.min(params.key_max, "
-    "Math.round(params.key_scale / t)); }"
+    "if (t > 0) { long k = Math.round(params.key_scale / t); long top = (long) params.key_max; "
+    "ctx._source.strength_key = k < top ? k : top; }"
 )
 CONFLICT_ROUNDS = 5  # script-free writes: re-read and retry what another writer changed
 

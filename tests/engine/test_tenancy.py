@@ -126,7 +126,10 @@ def test_concurrent_first_init_all_succeed(engine_settings, embedder) -> None:
 def _cut_and_scores(
     km: Kemem, query: str, scope: dict
 ) -> tuple[list[str], list[tuple[str, float]]]:
-    got = km.search(query, **scope, mode="bm25", threshold=0, limit=3)
+    # A look, not a recall: a recall's reinforcement rewrites the memory in the background, and
+    # the replaced version stays in the shard's BM25 statistics until a merge, so the next
+    # score would depend on when that write lands, not on another tenant's names.
+    got = km.search(query, **scope, mode="bm25", threshold=0, limit=3, reinforce=False)
     return got["additional_info"]["分词"], [(r["memory"], r["score"]) for r in got["results"]]
 
 
