@@ -383,6 +383,11 @@ class EntityRecord(_Record):
     keyword: Term = ""
     description: Text
     updatetime: Time
+    slot: Term | None = Field(
+        default=None,
+        description="the attribute this fact is about (居住地, 工作…), when the extractor names "
+        "one; else derived from the text and keyword (docs/facts.md)",
+    )
 
     def content_key(self) -> dict[str, Any]:
         return {

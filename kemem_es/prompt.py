@@ -44,6 +44,7 @@ _END_PUNCT = '。！？!?.…；;~～）)」』"”'
 # What str.splitlines() breaks a line at: a chat model reads each of them as a new line.
 _LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 LINE_JOIN = " / "
+PAST_MARK = "以前："  # a superseded fact, recalled for a question about the past (docs/facts.md)
 
 
 def one_line(text: str) -> str:
@@ -156,7 +157,9 @@ def event_text(hit: EventHit, now: datetime) -> str:
     if place:
         head += f"{', ' if head else ''}地点：{place}"
     insight = _insight(one_line(hit.deepinsight))
-    description = one_line(hit.description)
+    description = (
+        PAST_MARK + one_line(hit.description) if hit.superseded_by else one_line(hit.description)
+    )
     body = _sentence(description) + insight if insight else description.strip()
     return f"{head}。详细记忆事件为{body}" if head else f"详细记忆事件为{body}"
 
@@ -184,6 +187,8 @@ def _fragment(hit: EntityHit, user: str, agent: str) -> tuple[int, str]:
     them."""
     name = one_line(hit.entity_name).strip()
     desc = one_line(hit.description).strip()
+    if hit.superseded_by:  # a fact a newer one replaced: the model must not take it as now
+        desc = PAST_MARK + desc
     date = _relation_date(hit) if hit.kind in _RELATION_KINDS else ""
     if hit.kind == "用户属性":
         return 0, f"{user}-属性：{desc}"

@@ -39,6 +39,14 @@ class Memory(BaseModel):
     recall_count: int = 0
     last_recalled_at: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # facts that change (docs/facts.md)
+    slots: list[str] = Field(
+        default_factory=list, description="the attributes this fact is about (居住地, 饮食:辣…)"
+    )
+    superseded_by: str | None = Field(
+        None, description="the newer memory that replaced this fact (recalled only for the past)"
+    )
+    superseded_at: str | None = None
 
 
 class AddResult(BaseModel):
@@ -50,6 +58,10 @@ class AddResult(BaseModel):
     previous: str | None = None
     matched_id: str | None = None
     similarity: float | None = None
+    superseded: list[str] = Field(
+        default_factory=list,
+        description="the older memories of the same subject and slot this one superseded",
+    )
 
 
 class MemoryPage(BaseModel):

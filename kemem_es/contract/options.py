@@ -44,12 +44,16 @@ class SearchOptions(TypedDict, total=False):
     utterance_weight: float
     context_decay: float
     context_turns: int
+    context_vector: Literal["joint", "earlier"]
     sentence_weight: float
     max_sentences: int
     prefilter: bool
+    rewrite: bool
     strength_k: float
     now: datetime | str | None
     exclude_ids: list[str]
+    past: bool | None  # facts that change (docs/facts.md)
+    slot_boost: float
     context: str | Sequence[Turn]
     user_name: str | None
     agent_name: str | None

@@ -203,6 +203,19 @@ class QueryParams(BaseModel):
     filters: dict[str, Any] | None = Field(
         default=None, description="memory filters (store.filters), applied to every candidate"
     )
+    # Facts that change (docs/facts.md).
+    past: bool | None = Field(
+        None,
+        description="recall superseded facts too, older first within a slot (a question about "
+        "the past); None: when the utterance asks about the past (以前, 之前, 那时候, 原来…)",
+    )
+    slot_boost: float = Field(
+        0.7,
+        ge=0,
+        le=1,
+        description="keyword evidence a memory gains when its slot is the one the utterance asks "
+        "about (「我现在住哪」 → 居住地); memories without a slot are unaffected",
+    )
     context: Annotated[str, WithJsonSchema(CONTEXT_INPUT, mode="validation")] = Field(
         "",
         max_length=MAX_CONTEXT_CHARS,

@@ -77,6 +77,11 @@ class EventHit(BaseModel):
     keyword: list[str] = Field(default_factory=list)
     log: str = ""
     signals: Signals | None = None
+    superseded_by: str | None = Field(
+        None,
+        description="a newer fact replaced this one (recalled for a question about the "
+        "past; the prompt shows it as 以前：…)",
+    )
     created_at_iso: str | None = Field(None, description=ISO_TWIN.format("created_at"))
     updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
     # created_at / updatetime as stored (ISO 8601, their offset kept). The contract's fields
@@ -112,6 +117,11 @@ class EntityHit(BaseModel):
     keyword: str = ""
     tier: int = 0
     log: str = ""
+    superseded_by: str | None = Field(
+        None,
+        description="a newer fact replaced this one (recalled for a question about the "
+        "past; the prompt shows it as 以前：…)",
+    )
     updatetime_iso: str | None = Field(None, description=ISO_TWIN.format("updatetime"))
 
 

@@ -271,6 +271,22 @@ class RecentWrites:
                 best = Match(memory_id, cosine, w.source)
         return best
 
+    def slot_holders(
+        self, scope: Scope, kind: MemoryKind, subject: str, slots: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """This scope's recent writes about ``subject`` holding any of ``slots`` and not
+        superseded (the engine sees them only after its next refresh)."""
+        wanted = set(slots)
+        with self._lock:
+            entries = list(self._entries(scope, kind, time.monotonic()).values())
+        return [
+            w.source
+            for w in entries
+            if w.source.get("subject") == subject
+            and wanted & set(w.source.get("slots") or [])
+            and not w.source.get("superseded_by")
+        ]
+
     def _entries(self, scope: Scope, kind: MemoryKind, now: float) -> dict[str, _Written]:
         entries = self._by.get((scope, kind), {})
         for memory_id in [m for m, w in entries.items() if w.expires <= now]:

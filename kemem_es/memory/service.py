@@ -31,6 +31,7 @@ from kemem_es.memory.dedup import (
 from kemem_es.memory.hooks import HookContext, Hooks
 from kemem_es.memory.inputs import AddInput, to_record_data
 from kemem_es.memory.strength import ebbinghaus_gain
+from kemem_es.memory.supersede import plan, restatement, same_slot, time_of
 from kemem_es.models import MAX_STRENGTH, MemoryKind, MemoryRecord
 from kemem_es.runtime import KeyedLock, pause
 from kemem_es.store import history
@@ -40,12 +41,23 @@ from kemem_es.store.documents import (
     LIFECYCLE_FIELDS,
     content_hash,
     embed_text,
+    fact_fields,
+    facts_of_record,
     to_document,
     to_memory,
+    utc_now,
     vector_fields,
     with_strength_key,
 )
 from kemem_es.store.documents import to_record_data as stored_record_data
+from kemem_es.store.facts import Facts
+from kemem_es.store.layout import (
+    FACT_FIELDS,
+    SLOTS_FIELD,
+    SUBJECT_FIELD,
+    SUPERSEDED_AT,
+    SUPERSEDED_BY,
+)
 from kemem_es.store.nearest import Neighbours
 from kemem_es.store.scope import Scope, checked_id
 from kemem_es.store.users import parse_instant
@@ -68,16 +80,21 @@ class MemoryService:
         dedup_threshold: float = 0.9,
         dedup_min_overlap: float = 0.6,
         dedup_recent_s: float = 30.0,
+        supersede: bool = True,
+        facts: Facts | None = None,
     ) -> None:
         self._writer = writer
         self.crud = crud
         self.neighbours = neighbours
+        self.facts = facts if facts is not None else Facts(crud.engine)
         self.dedup_threshold = dedup_threshold
         self.dedup_min_overlap = dedup_min_overlap
         # Dedup sees this process's writes before the engine's refresh does, and the adds of
         # one scope and kind take turns, so two near-duplicates at once do not both get added.
         self.recent = RecentWrites(dedup_recent_s)
         self._turns = KeyedLock()
+        # Facts that change (docs/facts.md): a new fact of a subject's slot supersedes the old.
+        self.supersede = supersede
 
     @cached_property
     def writer(self) -> BulkWriter:
@@ -130,20 +147,24 @@ class MemoryService:
         actor: str = "api",
         dedup: bool = True,
         said_now: bool = False,
+        supersede: bool | None = None,
     ) -> list[AddResult]:
         """Validate every record first (one bad record: nothing written), then write each as
-        ADD / UPDATE / NOOP (see ``_add_one``)."""
+        ADD / UPDATE / NOOP (see ``_add_one``). ``supersede=False``: no slot rule (an LLM
+        judged this fact already)."""
         checked = [self._validate(r, kind, scope) for r in records]
         results = []
         for c in checked:
             with self._turns.hold((c.scope, kind)):
-                add = functools.partial(self._add_one, c, kind, refresh, actor, dedup, said_now)
+                add = functools.partial(
+                    self._add_one, c, kind, refresh, actor, dedup, said_now, supersede
+                )
                 results.append(retried(add, c.memory_id))
         return results
 
     def _add_one(
         self, c: Checked, kind: MemoryKind, refresh: bool, actor: str, dedup: bool,
-        said_now: bool,
+        said_now: bool, supersede: bool | None = None,
     ) -> AddResult:  # fmt: skip
         """The same id: NOOP when unchanged (for text said again: the same words, session and
         metadata, whatever the time), else UPDATE. A new id: with ``dedup``, the nearest memory
@@ -168,10 +189,20 @@ class MemoryService:
                 actor, reason="said again",
             )  # fmt: skip
         vector = self.writer.vectors([c.record])[0]
+        facts = facts_of_record(c.record, said_now)
+        rules = self.supersede if supersede is None else supersede and self.supersede
         if stored is None and dedup:
             (found,) = self._nearest([(c.scope, c.record, vector)], kind)
             match = closer(found, self.recent.nearest(c.scope, kind, c.record, vector))
             decision = self._decide(c, match, kind)
+            if (
+                decision == "UPDATE"
+                and match is not None
+                and rules
+                and same_slot(facts, match.source)
+                and not restatement(c.record.description, match.source.get("description", ""))
+            ):  # a changed value of the same slot: the old one is kept, superseded (below)
+                decision = "ADD"
             if match is not None and decision == "NOOP":
                 # Before the new fact is dropped as a copy, make sure its match still exists:
                 # the engine's search shows a deleted memory until its next refresh, and a
@@ -207,10 +238,19 @@ class MemoryService:
         doc["content_hash"] = h
         doc.update(vector_fields(kind, vector))
         if stored is None:
+            doc.update(fact_fields(facts))
+            older: list[str] = []
+            if rules and facts.slots:
+                older, newer = self._superseding(c, kind, facts, doc)
+                if newer is not None:
+                    doc.update({SUPERSEDED_BY: newer, SUPERSEDED_AT: utc_now()})
             entry = history.entry(c.scope, c.memory_id, kind, "ADD", actor, new=doc)
             self.crud.create(c.scope, kind, c.memory_id, doc, entry, refresh)
             self.recent.remember(c.scope, kind, c.memory_id, doc, vector)
-            return AddResult(id=c.memory_id, event="ADD", memory=to_memory(doc, kind))
+            done = [m for m in older if self.mark_superseded(c.scope, kind, m, c.memory_id, actor)]
+            return AddResult(
+                id=c.memory_id, event="ADD", memory=to_memory(doc, kind), superseded=done
+            )
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})
         if "strength" not in c.record.model_fields_set:
             doc["strength"] = stored.source.get("strength", 0.0)
@@ -224,6 +264,87 @@ class MemoryService:
             memory=to_memory(doc, kind),
             previous=stored.source.get("description"),
         )
+
+    def _superseding(
+        self, c: Checked, kind: MemoryKind, facts: Any, doc: dict[str, Any]
+    ) -> tuple[list[str], str | None]:
+        """(current memories of the same subject and slot that the new one supersedes, or a
+        newer one that supersedes it), from the engine and this process's recent writes."""
+        (found,) = self.facts.slot_holders(
+            [(c.scope, kind, facts.subject, facts.stored, c.memory_id)]
+        )
+        recent = self.recent.slot_holders(c.scope, kind, facts.subject, facts.stored)
+        holders = [h for h in [*recent, *found] if h.get("id") != c.memory_id]
+        return plan(facts, c.record.description, time_of(doc), holders)
+
+    def judge_candidates(self, scope: Scope) -> list[dict[str, Any]]:
+        """The scope's current entity memories an LLM judge is shown, newest first."""
+        return self.facts.current_entities(scope)
+
+    def mark_superseded(
+        self, scope: Scope, kind: MemoryKind, memory_id: str, by: str, actor: str = "api"
+    ) -> bool:
+        """Mark one memory superseded by ``by`` (kept, recorded in history, no longer recalled
+        as current). False when it is gone or superseded already."""
+
+        def attempt() -> bool:
+            try:
+                stored = self.crud.fetch(scope, memory_id, kind)
+            except NotFound:
+                self.recent.forget(scope, kind, memory_id)
+                return False
+            if stored.source.get(SUPERSEDED_BY):
+                return False
+            change = {SUPERSEDED_BY: by, SUPERSEDED_AT: utc_now()}
+            after = {**stored.source, **change}
+            entry = history.entry(
+                scope, memory_id, kind, "UPDATE", actor, stored.source, after,
+                reason="superseded", matched_id=by,
+            )  # fmt: skip
+            self.crud.patch(scope, stored, change, entry, False)
+            self.recent.remember(scope, kind, memory_id, after, None)
+            return True
+
+        with self._one_memory(scope, memory_id):
+            return retried(attempt, memory_id)
+
+    def supersede_imported(self, items: list[Checked], kind: MemoryKind, actor: str) -> int:
+        """After an import: each written memory with a slot supersedes the older current
+        memories of its subject and slot (or is superseded by a newer one). Returns how many
+        memories were marked."""
+        todo = []
+        for c in items:
+            facts = facts_of_record(c.record)
+            if facts.slots:
+                todo.append((c, facts))
+        if not todo or not self.supersede:
+            return 0
+        for scope in {c.scope.db: c.scope for c, _ in todo}.values():
+            self.crud.refresh(scope, {kind})
+        marked: set[tuple[Scope, str]] = set()
+        n = 0
+        todo.sort(key=lambda cf: time_of(cf[0].record.model_dump()))
+        for lo in range(0, len(todo), DEDUP_CHUNK):
+            chunk = todo[lo : lo + DEDUP_CHUNK]
+            found = self.facts.slot_holders(
+                [(c.scope, kind, f.subject, f.stored, c.memory_id) for c, f in chunk],
+            )
+            for (c, facts), holders in zip(chunk, found, strict=True):
+                if (c.scope, c.memory_id) in marked:
+                    continue
+                live = [h for h in holders if (c.scope, str(h.get("id"))) not in marked]
+                when = time_of(c.record.model_dump())
+                older, newer = plan(facts, c.record.description, when, live)
+                if newer is not None:
+                    if self.mark_superseded(c.scope, kind, c.memory_id, newer, actor):
+                        marked.add((c.scope, c.memory_id))
+                        n += 1
+                    continue
+                for m in older:
+                    if self.mark_superseded(c.scope, kind, m, c.memory_id, actor):
+                        marked.add((c.scope, m))
+                        n += 1
+        return n
 
     def _existing_match(
         self, c: Checked, kind: MemoryKind, match: Match, found: Match | None
@@ -321,6 +442,10 @@ class MemoryService:
             texts = (src.get(f) for f in ("old_text", "new_text"))
             out.setdefault(src["uid"], set()).update(normalise(t) for t in texts if t)
         return out
+
+    def record_noop(self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str) -> None:
+        """A fact judged already known (an LLM judge's NOOP): recorded in history."""
+        self._noop(scope, memory_id, kind, actor, "judge")
 
     def _noop(
         self, scope: Scope, memory_id: str, kind: MemoryKind, actor: str, reason: str,
@@ -452,10 +577,16 @@ class MemoryService:
             last = parse_instant(stored.source.get("indexed_at")) or now
             gain = ebbinghaus_gain(now - last)
             doc["strength"] = min(MAX_STRENGTH, float(stored.source.get("strength") or 0.0) + gain)
+        if kind == "events" and stored.source.get(SLOTS_FIELD):
+            # a statement said now: its slots follow its new text
+            facts = facts_of_record(c.record, said_now=True)
+            doc.update(fact_fields(facts) or {SLOTS_FIELD: None, SUBJECT_FIELD: None})
         with_strength_key(doc)
-        # Fields the new version no longer has are cleared, not left behind.
+        # Fields the new version no longer has are cleared, not left behind (what replaced
+        # this fact stays: an edit does not make a superseded fact current again).
+        keep = (*LIFECYCLE_FIELDS, "strength", "indexed_at", *FACT_FIELDS)
         for f in stored.source:
-            if f not in doc and f not in (*LIFECYCLE_FIELDS, "strength", "indexed_at"):
+            if f not in doc and f not in keep:
                 doc[f] = None
         entry = history.entry(
             scope, stored.memory_id, kind, "UPDATE", actor, stored.source, doc, reason=reason,

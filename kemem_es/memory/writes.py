@@ -5,9 +5,10 @@ validate everything, and only then write, so a failure before writing leaves not
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
@@ -22,11 +23,13 @@ from kemem_es.errors import (
     ExtractionPending,
     InvalidInput,
     KememError,
+    NotFound,
     WriteInterrupted,
 )
 from kemem_es.ingest.reader import line_no
 from kemem_es.memory.extract import Extraction, Extractor
 from kemem_es.memory.extract.base import Messages
+from kemem_es.memory.extract.judge import Judgement, candidates_of
 from kemem_es.memory.extract.prompt import render_dialogue
 from kemem_es.memory.hooks import HookContext, Hooks, Rejected
 from kemem_es.memory.inputs import AddInput, utf8_text
@@ -77,8 +80,10 @@ class WritePaths:
         if not infer:
             out = self._write([(kind, data)], scope, session_id, metadata, refresh, dedup, names)
         elif infer != "background":
-            items = self._extract(data, names)
-            out = self._write(items, scope, session_id, metadata, refresh, dedup, names, True)
+            items, judged = self._extract(data, names, scope)
+            out = self._write(
+                items, scope, session_id, metadata, refresh, dedup, names, True, judged
+            )
         else:
             # What would make the extraction fail whatever the LLM says (a record, no dialogue,
             # no LLM configured) fails now, before the raw turn is written, not later in a log
@@ -90,9 +95,9 @@ class WritePaths:
 
             def later() -> list[AddResult]:
                 try:
-                    items = self._extract(data, names)
+                    items, judged = self._extract(data, names, scope)
                     return self._write(
-                        items, scope, session_id, metadata, refresh, dedup, names, True
+                        items, scope, session_id, metadata, refresh, dedup, names, True, judged
                     )
                 except Exception as exc:
                     self._failed(exc, scope, [r.id for r in out])
@@ -136,6 +141,7 @@ class WritePaths:
         dedup: bool,
         names: Mapping[str, str],
         extracted: bool = False,
+        judged: Sequence[Judgement | None] = (),
     ) -> list[AddResult]:
         """Prepare, hook and validate every item, then write them. Text, messages and extracted
         facts are "said now": the same words again are a NOOP whatever their time. The call's
@@ -156,10 +162,14 @@ class WritePaths:
         # for each (20 facts took 20 s); dedup sees the earlier ones through its recent writes.
         each = refresh and len(prepared) == 1
         try:
-            for kind, record, said_now in prepared:
+            for i, (kind, record, said_now) in enumerate(prepared):
                 # A record with the caller's own id is stored under that id, never folded into
                 # another memory: the caller will look it up by that id.
                 fold = dedup and (said_now or not record.get("id"))
+                verdict = judged[i] if i < len(judged) else None
+                if verdict is not None:  # an LLM judged this fact (memory.extract.judge)
+                    out.append(self._judged(verdict, record, scope, kind, each, fold))
+                    continue
                 out += self.memories.add_records([record], scope, kind, each, "api", fold, said_now)
         except EngineUnavailable as exc:
             if not out:
@@ -173,15 +183,50 @@ class WritePaths:
             self.memories.crud.refresh(scope, {kind for kind, _, _ in prepared})
         return out
 
+    def _judged(
+        self, verdict: Judgement, record: dict[str, Any], scope: Scope, kind: MemoryKind,
+        refresh: bool, dedup: bool,
+    ) -> AddResult:  # fmt: skip
+        """Apply the judge's action to one extracted fact. Its target was one of the scope's
+        memories shown to it; one deleted since is no target: the fact is added."""
+        memories = self.memories
+        if verdict.target and verdict.action in ("NOOP", "UPDATE"):
+            try:
+                if verdict.action == "NOOP":
+                    got = memories.get(verdict.target, scope, kind)
+                    memories.record_noop(scope, verdict.target, kind, "api")
+                    return AddResult(id=got.id, event="NOOP", memory=got, matched_id=got.id)
+                changes = {"description": record["description"]}
+                if record.get("keyword"):
+                    changes["keyword"] = record["keyword"]
+                res = memories.update(
+                    verdict.target, changes, scope, kind, refresh, "api", reason="judge"
+                )
+                return res.model_copy(update={"matched_id": verdict.target})
+            except NotFound:
+                pass
+        # ADD or SUPERSEDE: the judge decided, the slot rule does not run again
+        (res,) = memories.add_records([record], scope, kind, refresh, "api", dedup, True, False)
+        if (
+            verdict.action == "SUPERSEDE"
+            and verdict.target
+            and res.event == "ADD"
+            and memories.mark_superseded(scope, kind, verdict.target, res.id, "judge")
+        ):
+            res = res.model_copy(update={"superseded": [verdict.target]})
+        return res
+
     def write_extracted(
         self, extraction: Extraction, scope: Scope, session_id: str, names: Mapping[str, str]
     ) -> list[AddResult]:
         """A session batch's extracted records through this same path (hooks, validation of
-        all before any is written, dedup, history); the session's names on every record."""
+        all before any is written, dedup, slots and supersession, an LLM judge's verdicts
+        when the extractor gave them, history); the session's names on every record."""
         items: list[tuple[MemoryKind, AddInput]] = [
             (kind, {**rec, **names}) for kind, rec in extraction.items()
         ]
-        out = self._write(items, scope, session_id, None, False, True, dict(names), True)
+        judged = _judgements(extraction)
+        out = self._write(items, scope, session_id, None, False, True, dict(names), True, judged)
         self.on_active(scope)
         return out
 
@@ -199,18 +244,25 @@ class WritePaths:
                     utf8_text(m["content"], f"messages[{i}].content")
         return messages
 
-    def _extract(self, data: AddInput, names: dict[str, str]) -> list[tuple[MemoryKind, AddInput]]:
+    def _extract(
+        self, data: AddInput, names: dict[str, str], scope: Scope
+    ) -> tuple[list[tuple[MemoryKind, AddInput]], list[Judgement | None]]:
+        """The extracted records, and per record the LLM's judgement of it against the
+        scope's current memories (when the extractor takes ``candidates``)."""
         messages = self._messages(data)
         for name, value in names.items():
             utf8_text(value, name)
+        extractor = self.extractor()
+        extra: dict[str, Any] = {}
+        if _takes_candidates(extractor):
+            extra["candidates"] = candidates_of(self.memories.judge_candidates(scope))
         extract = functools.partial(
-            self.extractor().extract,
+            extractor.extract,
             messages, user_name=names.get("user_name"), agent_name=names.get("agent_name"),
-            now=datetime.now().astimezone(),
+            now=datetime.now().astimezone(), **extra,
         )  # fmt: skip
         try:
             found = offload(extract)  # an LLM call of seconds: not on AsyncKemem's event loop
-            return [(kind, {**rec, **names}) for kind, rec in found.items()]
         except KememError:
             raise
         except Exception as exc:  # a custom extractor's bug, an answer nested too deeply...
@@ -219,6 +271,10 @@ class WritePaths:
             raise ExtractionError(
                 f"the extractor failed ({type(exc).__name__}); nothing was stored"
             ) from exc
+        items: list[tuple[MemoryKind, AddInput]] = [
+            (kind, {**rec, **names}) for kind, rec in found.items()
+        ]
+        return items, _judgements(found)
 
     def drain(self, timeout_s: float | None = None) -> list[AddResult]:
         """Wait for background extractions; what they stored (failures are skipped: they are
@@ -293,6 +349,8 @@ class WritePaths:
             good, merged, dups = self.memories.dedup_imports(good, kind)
         report = self.memories.writer.write(good, kind, on_progress)
         report.merged, report.duplicates = merged, dups
+        if kind == "entities":  # facts that change: docs/facts.md
+            report.superseded = self.memories.supersede_imported(good, kind, "import")
         report.rejected = problems + report.rejected
         return report
 
@@ -314,3 +372,20 @@ class WritePaths:
                 continue
             out.append((label, data))
         return out
+
+
+def _takes_candidates(extractor: Any) -> bool:
+    """Whether an extractor's ``extract`` accepts the judge's ``candidates`` (a custom one
+    written before it need not)."""
+    try:
+        return "candidates" in inspect.signature(extractor.extract).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _judgements(found: Extraction) -> list[Judgement | None]:
+    """Per record of ``found.items()`` (events, then entities): the LLM's judgement of it,
+    None for events and for entities of an extractor that judged nothing."""
+    judged: list[Judgement | None] = [None] * len(found.events)
+    judged += list(getattr(found, "judgements", []) or [None] * len(found.entities))
+    return judged

@@ -23,6 +23,7 @@ from kemem_es.contract.params import QueryParams
 from kemem_es.engine.dialect import Dialect
 from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
 from kemem_es.search.events import vec_scale
+from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import VECTOR_FIELD
 from kemem_es.store.scope import any_of, query_scopes
@@ -88,6 +89,7 @@ def entity_body(
     words: Sequence[SearchWord],
     dialect: Dialect | None = None,
     vector: Sequence[float] | None = None,
+    slot_clauses: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any] | None:
     """The one search body for entity recall, or None when there is nothing to search.
     The score is kw·coverage + vec·vec (``entity_weights``, 0.6/0.4; raw: minus
@@ -116,15 +118,19 @@ def entity_body(
         *entity_scope(params.agent_id, params.user_id),
         *compile_filters(params.filters),
         {"terms": {"kind": list(TIER_OF_KIND)}},
+        *recall_filters(params),  # superseded facts: only for a question about the past
     ]
     if dialect is not None and vector is not None and ANN_CANDIDATES:
         # The entities nearest in meaning are candidates too (狗 → 豆包, the user's corgi).
         should.append(dialect.ann_query(VECTOR_FIELD, vector, ANN_CANDIDATES, scope))
-    candidates = {"bool": {"should": should, "minimum_should_match": 1}}
+    candidates = {"bool": {"should": [*should, *slot_clauses], "minimum_should_match": 1}}
     query: dict[str, Any] = {
         "filter": [*scope, candidates],
         # expansions widen the candidates (above) but, as for events, add no evidence by default
-        "should": coverage_clauses(words, ENTITY_COVERAGE_FIELDS, params.expansion_share),
+        "should": [
+            *coverage_clauses(words, ENTITY_COVERAGE_FIELDS, params.expansion_share),
+            *slot_clauses,  # the slot the utterance asks about (search.facts)
+        ],
     }
     named = sorted({t for w in words if w.weighted for t in w.toks})
     if params.entity_weights.name > 0 and named:

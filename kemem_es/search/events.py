@@ -39,6 +39,7 @@ from typing import Any
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
+from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
 from kemem_es.store.layout import (
     STRENGTH_KEY_FIELD,
@@ -58,6 +59,9 @@ SOURCE_FIELDS = [
     "scene",
     "created_at",
     "updatetime",
+    "slots",
+    "subject",
+    "superseded_by",
 ]
 
 # Painless sources are constants: user input only ever reaches them through params.
@@ -93,7 +97,11 @@ def routing(db: Database, params: QueryParams) -> str:
 
 def request_filters(db: Database, params: QueryParams) -> list[dict[str, Any]]:
     """The scope plus the caller's filters: every candidate, ANN ones included, obeys both."""
-    return scope_filters(db, params.agent_id, params.user_id) + compile_filters(params.filters)
+    return [
+        *scope_filters(db, params.agent_id, params.user_id),
+        *compile_filters(params.filters),
+        *recall_filters(params),  # superseded facts: only for a question about the past
+    ]
 
 
 def exclusion(db: Database, params: QueryParams) -> list[dict[str, Any]]:

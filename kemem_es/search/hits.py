@@ -48,6 +48,7 @@ def event_hit(
         scene=src.get("scene") or "",
         keyword=src.get("keywords") or [],
         signals=signals,
+        superseded_by=src.get("superseded_by"),
         created_at_iso=iso_instant(src.get("created_at")),
         updatetime_iso=iso_instant(src.get("updatetime")),
     ).keep_stored_times(src.get("created_at"), src.get("updatetime"))
@@ -74,6 +75,7 @@ def entity_hit(i: int, hit: dict[str, Any], score: float, words: Sequence[Search
         matched_keywords=matched,
         keyword=src.get("keyword") or "",
         tier=tier.rank,
+        superseded_by=src.get("superseded_by"),
         updatetime_iso=iso_instant(src.get("updatetime")),
     )
     out.log = entity_log(out)

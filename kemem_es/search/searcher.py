@@ -30,6 +30,7 @@ from kemem_es.search.clauses import (
 )
 from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, shown_limit
 from kemem_es.search.explain import signals_from_explanation
+from kemem_es.search.facts import resolve_past, slot_clauses, slot_order
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
@@ -200,12 +201,14 @@ class Searcher:
         vector: Sequence[float],
         now: datetime,
         parts: Sequence[Sequence[float]] = (),
+        slots: Sequence[dict[str, Any]] = (),
     ) -> tuple[list[Search], list[Database]]:
-        """The event searches of a query (one or two per database, by mode) and their dbs."""
+        """The event searches of a query (one or two per database, by mode) and their dbs.
+        ``slots``: the clauses of the slots the utterance asks about (``search.facts``)."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
         clauses = (
-            coverage_clauses(words, expansion_share=params.expansion_share)
+            [*coverage_clauses(words, expansion_share=params.expansion_share), *slots]
             if coverage
             else keyword_clauses(words, EVENT_FIELDS)
         )
@@ -298,14 +301,18 @@ class Searcher:
         return self.score_entities(params, self.engine.msearch([search])[0])
 
     def entity_search(
-        self, params: QueryParams, words: Sequence[SearchWord], vector: Sequence[float]
+        self,
+        params: QueryParams,
+        words: Sequence[SearchWord],
+        vector: Sequence[float],
+        slots: Sequence[dict[str, Any]] = (),
     ) -> Search | None:
         """The entity search of a query (both databases' indices, a missing one skipped), or
         None when there is nothing to search. It runs even when no entity is to be shown
         (``entity_limit=0``): the bridge still needs its window."""
         if not words:
             return None
-        body = entity_body(params, words, self.engine.dialect, vector)
+        body = entity_body(params, words, self.engine.dialect, vector, slots)
         if body is None:
             return None
         prefix = self.engine.settings.index_prefix
@@ -370,6 +377,8 @@ class Searcher:
             clock.lap("rewrite")
         params = apply_calibration(params, self.calibration())
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
+        params = resolve_past(params, utterance)
+        slots = slot_clauses(params, utterance)
         (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
         clock.lap("embed")
         names = self.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
@@ -379,8 +388,8 @@ class Searcher:
         # Entities and events in one round trip, which the engine serves in parallel. The
         # entities can lend the events bridge words (``bridge_words``); only then, a few
         # queries in a hundred, is the event search sent again with them.
-        searches, dbs = self.event_searches(params, words, vector, now, parts)
-        entity_search = self.entity_search(params, words, vector)
+        searches, dbs = self.event_searches(params, words, vector, now, parts, slots)
+        entity_search = self.entity_search(params, words, vector, slots)
         extra = [entity_search] if entity_search is not None else []
         responses = self.engine.msearch([*searches, *extra])
         clock.lap("search_events")
@@ -390,9 +399,14 @@ class Searcher:
         entity_hits = shown_entities(params, scored_entities)
         clock.lap("search_entities")
         if bridges:
-            searches, dbs = self.event_searches(params, [*words, *bridges], vector, now, parts)
+            searches, dbs = self.event_searches(
+                params, [*words, *bridges], vector, now, parts, slots
+            )
             responses = self.engine.msearch(searches)
         event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)])
+        # of two facts of one slot, the newer first (the older for a question about the past)
+        event_hits = slot_order(event_hits, lambda r: r[1]["_source"], bool(params.past))
+        entity_hits = slot_order(entity_hits, lambda r: r[0]["_source"], bool(params.past))
         clock.lap("search_events")
         events = [
             event_hit(i, db, hit, score, signals, now)

@@ -83,6 +83,7 @@ class IndexReport:
     merged: int = 0  # dedup: folded into a similar existing memory (UPDATE)
     duplicates: int = 0  # dedup: the same as an existing memory (NOOP)
     unknown: int = 0  # sent, but the engine did not answer: maybe written, maybe not
+    superseded: int = 0  # facts that change: older memories of a slot marked superseded
 
     @property
     def written(self) -> int:

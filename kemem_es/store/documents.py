@@ -33,13 +33,18 @@ from kemem_es.models import (
 from kemem_es.store import vector_code
 from kemem_es.store.layout import (
     ID_FIELD,
+    SLOTS_FIELD,
     STRENGTH_KEY_FIELD,
     STRENGTH_KEY_SCALE,
+    SUBJECT_FIELD,
+    SUPERSEDED_AT,
+    SUPERSEDED_BY,
     UID_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
 )
 from kemem_es.store.scope import Scope
+from kemem_es.text.facts import Facts, entity_facts, facts_of
 
 # Kept when an import or an update rewrites a memory: what its life so far has earned it.
 LIFECYCLE_FIELDS = ("recall_count", "last_recalled_at")
@@ -77,6 +82,8 @@ def content_hash(record: MemoryRecord, model_name: str) -> str:
     strength-only edit is an update, and a store written by an older derivation is refreshed
     by importing its source again."""
     payload = record.model_dump(mode="json", exclude={"vector"})
+    if payload.get("slot") is None:  # added later: records without one hash as before
+        payload.pop("slot", None)
     payload["_model"] = model_name
     payload["_derivation"] = DERIVATION_VERSION
     digest = hashlib.sha1(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode())
@@ -195,9 +202,28 @@ def to_document(
             description_tok=tok.index_text(record.description),
             updatetime=fmt_time(record.updatetime),
         )
+        doc.update(fact_fields(facts_of_record(record)))
     with_strength_key(doc)
     # An empty optional value is stored as absent, so that `exists` filters mean something.
     return {k: v for k, v in doc.items() if v is not None and not (k in OPTIONAL_TERMS and v == "")}
+
+
+def facts_of_record(record: MemoryRecord, said_now: bool = False) -> Facts:
+    """What a memory is about (docs/facts.md): an entity's subject and slots; an event's only
+    when it was said now (``add`` text or messages: a statement of the speaker), never for an
+    episode (imported events are not facts that change)."""
+    if isinstance(record, EntityRecord):
+        return entity_facts(
+            record.entity_name, record.kind, record.keyword, record.description, record.slot
+        )
+    return facts_of(record.description) if said_now else Facts()
+
+
+def fact_fields(facts: Facts) -> dict[str, Any]:
+    """The document fields of ``facts`` (none when the memory names no slot)."""
+    if not facts.slots:
+        return {}
+    return {SLOTS_FIELD: facts.stored, SUBJECT_FIELD: facts.subject}
 
 
 def vector_fields(kind: MemoryKind, vector: list[float]) -> dict[str, Any]:
@@ -249,6 +275,9 @@ def to_memory(source: dict[str, Any], kind: MemoryKind) -> Memory:
         "recall_count": source.get("recall_count", 0),
         "last_recalled_at": source.get("last_recalled_at"),
         "metadata": source.get("metadata") or {},
+        "slots": source.get(SLOTS_FIELD) or [],
+        "superseded_by": source.get(SUPERSEDED_BY),
+        "superseded_at": source.get(SUPERSEDED_AT),
     }
     if kind == "events":
         return Memory(

@@ -34,6 +34,12 @@ STRENGTH_KEY_FIELD = "strength_key"
 STRENGTH_KEY_SCALE = 1e12
 TIME_FIELD = "event_time"  # events: when the episode happened (what time decay measures)
 ID_FIELD = "id"  # the caller's memory id, unique within a scope and kind
+# Facts that change (docs/facts.md): what a memory is about, and what replaced it.
+SLOTS_FIELD = "slots"
+SUBJECT_FIELD = "subject"
+SUPERSEDED_BY = "superseded_by"
+SUPERSEDED_AT = "superseded_at"
+FACT_FIELDS = (SLOTS_FIELD, SUBJECT_FIELD, SUPERSEDED_BY, SUPERSEDED_AT)
 UID_FIELD = "uid"  # the engine _id, stored as a keyword: the tie-breaker for stable paging
 # What hits never need to carry back: the vector, its code and the token copies of the texts.
 HEAVY_FIELDS = [VECTOR_FIELD, VECTOR_CODE_FIELD, "*_tok", "content_hash", "meta"]

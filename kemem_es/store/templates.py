@@ -23,6 +23,7 @@ from kemem_es.models import Database, MemoryKind
 from kemem_es.store.embedding import META_KEY, refuse_other_model
 from kemem_es.store.layout import (
     DATABASES,
+    FACT_FIELDS,
     KINDS,
     STRENGTH_KEY_FIELD,
     VECTOR_CODE_FIELD,
@@ -37,7 +38,7 @@ USERS = "users"
 # Fields a later release added to a template version: an index of that version without them is
 # given them in place (an added field changes nothing that is stored); its older documents
 # simply lack them until they are written again or `kemem-es migrate` fills them in.
-ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD})
+ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD, *FACT_FIELDS})
 
 
 @cache

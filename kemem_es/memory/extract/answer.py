@@ -12,10 +12,12 @@ from pydantic import ValidationError
 
 from kemem_es.errors import ExtractionError
 from kemem_es.memory.extract.base import Extraction
+from kemem_es.memory.extract.judge import Judgement, read_judgement
 from kemem_es.models import EntityRecord, EventRecord
 
 EVENT_FIELDS = ("description", "deepinsight", "keywords", "place", "scene", "time")
-ENTITY_FIELDS = ("entity_name", "entity_type", "kind", "keyword", "description")
+ENTITY_FIELDS = ("entity_name", "entity_type", "kind", "keyword", "description", "slot")
+JUDGE_FIELDS = ("action", "target")  # extract.judge: not record fields
 MAX_ITEMS = 100
 """More events or entities than this from one dialogue is a runaway answer, not memories."""
 _SCOPE_PLACEHOLDER = "-"  # validation needs an agent_id; it never leaves this module
@@ -96,20 +98,30 @@ def _items(answer: Mapping[str, Any], key: str) -> tuple[list[Any], list[str]]:
     return items, []
 
 
-def parse_extraction(text: str, *, now: datetime, finish_reason: str | None = None) -> Extraction:
+def parse_extraction(
+    text: str,
+    *,
+    now: datetime,
+    finish_reason: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> Extraction:
     """The model's answer → validated record data, or ExtractionError naming every problem.
 
     Events: ``time`` → ``created_at`` (``now`` when missing or null). Entities: ``updatetime``
-    = ``now``. Exact duplicates within one answer are kept once. An answer nested past
-    Python's recursion limit is an ExtractionError too (the upstream's fault, not the
-    caller's: never a bare RecursionError)."""
+    = ``now``. Exact duplicates within one answer are kept once. ``labels``: the candidate
+    memories shown to the model (label → memory id, ``extract.judge``): each entity's
+    ``action`` / ``target`` is validated against them. An answer nested past Python's
+    recursion limit is an ExtractionError too (the upstream's fault, not the caller's: never
+    a bare RecursionError)."""
     try:
-        return _parse(text, now, finish_reason)
+        return _parse(text, now, finish_reason, labels)
     except RecursionError:
         raise ExtractionError("the extractor's answer is nested too deeply") from None
 
 
-def _parse(text: str, now: datetime, finish_reason: str | None) -> Extraction:
+def _parse(
+    text: str, now: datetime, finish_reason: str | None, labels: Mapping[str, str] | None
+) -> Extraction:
     answer = _loads(text, finish_reason)
     if not isinstance(answer, dict):
         raise ExtractionError(
@@ -125,6 +137,7 @@ def _parse(text: str, now: datetime, finish_reason: str | None) -> Extraction:
     problems: list[str] = []
     events: dict[str, dict[str, Any]] = {}
     entities: dict[str, dict[str, Any]] = {}
+    judged: list[Judgement | None] = []
     now_text = now.isoformat()
 
     raw_events, bad = _items(answer, "events")
@@ -164,15 +177,21 @@ def _parse(text: str, now: datetime, finish_reason: str | None) -> Extraction:
         if not isinstance(item, dict):
             problems.append(f"{where}: expected an object, got {type(item).__name__}")
             continue
-        ignored += [f"{where}.{k}" for k in item if k not in ENTITY_FIELDS]
+        ignored += [f"{where}.{k}" for k in item if k not in (*ENTITY_FIELDS, *JUDGE_FIELDS)]
         data = {k: v for k, v in item.items() if k in ENTITY_FIELDS and v is not None}
+        judgement, bad = read_judgement(item, where, labels or {})
+        problems += bad
         try:
             entity = EntityRecord(agent_id=_SCOPE_PLACEHOLDER, updatetime=now_text, **data)
         except ValidationError as exc:
             problems += _problems(exc, where, {})
             continue
         out = {f: getattr(entity, f) for f in ENTITY_FIELDS} | {"updatetime": now_text}
-        entities.setdefault(entity.memory_id(), out)
+        if out.get("slot") is None:
+            out.pop("slot")
+        if entity.memory_id() not in entities:
+            entities[entity.memory_id()] = out
+            judged.append(judgement)
 
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -186,4 +205,4 @@ def _parse(text: str, now: datetime, finish_reason: str | None) -> Extraction:
         EventRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
     for data in entities.values():
         EntityRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
-    return Extraction(list(events.values()), list(entities.values()), ignored)
+    return Extraction(list(events.values()), list(entities.values()), ignored, judged)

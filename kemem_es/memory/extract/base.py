@@ -24,6 +24,9 @@ class Extraction:
     events: list[dict[str, Any]] = field(default_factory=list)
     entities: list[dict[str, Any]] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    # with candidate memories shown (extract.judge): per entity, the model's action and target
+    # memory id (None where it gave none), aligned with ``entities``
+    judgements: list[Any] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.events) + len(self.entities)

@@ -16,6 +16,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +27,7 @@ from kemem_es.errors import ExtractionError, ExtractorNotConfigured
 from kemem_es.logs import quiet_client_logs
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction, Messages
+from kemem_es.memory.extract.judge import Candidate, judge_section
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
 
 if TYPE_CHECKING:
@@ -138,9 +140,11 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> dict[str, Any]:
         dialogue = render_dialogue(messages, user_name=user_name, agent_name=agent_name)
         system = render_prompt(self.prompt, now=now, user_name=user_name, agent_name=agent_name)
+        system += judge_section(candidates)  # facts that change: docs/facts.md
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [
@@ -251,10 +255,18 @@ class OpenAIExtractor:
             )
         return size
 
-    def _done(self, body: Any, started: float, n_messages: int, now: datetime) -> Extraction:
+    def _done(
+        self,
+        body: Any,
+        started: float,
+        n_messages: int,
+        now: datetime,
+        candidates: Sequence[Candidate] = (),
+    ) -> Extraction:
+        labels = {c.label: c.memory_id for c in candidates}
         try:
             text, finish = answer_text(body)
-            result = parse_extraction(text, now=now, finish_reason=finish)
+            result = parse_extraction(text, now=now, finish_reason=finish, labels=labels)
         except RecursionError:  # an answer nested past Python's limit: upstream's fault
             raise ExtractionError("the extractor's answer is nested too deeply") from None
         log.info(
@@ -322,13 +334,18 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> Extraction:
         """The dialogue's events and entities, validated, without scope. Raises
-        :class:`ExtractionError` (endpoint or answer) or :class:`InvalidInput` (messages)."""
+        :class:`ExtractionError` (endpoint or answer) or :class:`InvalidInput` (messages).
+        ``candidates``: the user's current memories, shown to the model to judge each entity
+        ADD / UPDATE / SUPERSEDE / NOOP (``extract.judge``)."""
         started = time.monotonic()
-        body = self.request_body(messages, user_name=user_name, agent_name=agent_name, now=now)
+        body = self.request_body(
+            messages, user_name=user_name, agent_name=agent_name, now=now, candidates=candidates
+        )
         answer = self._post(body, started + self.timeout_s)
-        return self._done(answer, started, _count(messages), now)
+        return self._done(answer, started, _count(messages), now, candidates)
 
     def complete(self, system: str, user: str) -> str:
         """One plain chat completion (no JSON mode), bounded like ``extract``: the session
@@ -375,11 +392,14 @@ class OpenAIExtractor:
         user_name: str | None = None,
         agent_name: str | None = None,
         now: datetime,
+        candidates: Sequence[Candidate] = (),
     ) -> Extraction:
         """:meth:`extract` for an event loop; the whole call is bounded by ``timeout_s``."""
         httpx = _httpx()
         started = time.monotonic()
-        body = self.request_body(messages, user_name=user_name, agent_name=agent_name, now=now)
+        body = self.request_body(
+            messages, user_name=user_name, agent_name=agent_name, now=now, candidates=candidates
+        )
         async with httpx.AsyncClient(follow_redirects=False) as client:
             try:
                 answer = await asyncio.wait_for(
@@ -387,7 +407,7 @@ class OpenAIExtractor:
                 )
             except asyncio.TimeoutError:
                 raise self._timeout() from None
-        return self._done(answer, started, _count(messages), now)
+        return self._done(answer, started, _count(messages), now, candidates)
 
 
 def _count(messages: Messages) -> int:
