@@ -184,6 +184,7 @@ class _HungEngine:
         self.settings = Settings(index_prefix="t-hung")
         self.write_timeout_s = write_timeout_s
         self.calls: list[float | None] = []
+        self.painless = True  # the script path (a cluster with Painless)
         self.gone = threading.Event()  # set: stop waiting (the test is over)
 
     def bulk(

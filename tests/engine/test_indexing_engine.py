@@ -273,10 +273,12 @@ def test_failed_large_load_still_restores_refresh(kemem, monkeypatch) -> None:
     alias = index_alias(kemem.settings.index_prefix, "user", "events")
     monkeypatch.setattr(bulk, "LARGE_LOAD_DOCS", 3)
 
-    def broken(self, batch):
+    def broken(self, batch):  # what Engine.bulk raises when the connection drops
         from opensearchpy import ConnectionError as OSConnectionError
 
-        raise OSConnectionError("N/A", "boom", Exception("boom"))
+        from kemem_es.engine.errors import translate_client_error
+
+        raise translate_client_error(OSConnectionError("N/A", "boom", Exception("boom")), "bulk")
 
     monkeypatch.setattr(bulk.BulkWriter, "_send", broken)
     with pytest.raises(WriteInterrupted):
@@ -325,7 +327,7 @@ def test_supplied_vectors_are_stored_at_unit_length_and_ranked_by_cosine(kemem) 
         body = {
             "size": 5,
             "_source": ["id"],
-            "query": kemem.engine.ann_query("vector", query.tolist(), 5, U1.filters()),
+            "query": kemem.engine.dialect.ann_query("vector", query.tolist(), 5, U1.filters()),
         }
         hits = kemem.engine.search(alias, body, routing=U1.routing)["hits"]["hits"]
         assert [h["_source"]["id"] for h in hits] == [f"v{i}" for i in want]

@@ -10,7 +10,8 @@ from kemem_es import AsyncKemem, Kemem
 # Kemem's parts, built on first use; AsyncKemem reaches them through ``core``. close → aclose.
 PARTS = {
     "engine", "embedder", "tokenizer", "expander", "searcher", "reinforcer", "writer",
-    "extractor", "writes", "memories", "close", "names",
+    "extractor", "writes", "memories", "close", "names", "calibration", "sessions",
+    "token_counter",
 }  # fmt: skip
 NOT_AWAITED = {"prompt", "extraction_errors", "extraction_failures"}  # kept in memory
 

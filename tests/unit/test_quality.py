@@ -438,6 +438,8 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
 class _Vec:
     """A stand-in engine: only the vector function is needed to build a body."""
 
+    native = False  # the script-scored body
+
     def vector_function(self, field: str, vector: list[float], weight: float) -> dict:
         return {"script_score": {"script": {"params": {"qv": vector}}}, "weight": weight}
 

@@ -160,6 +160,8 @@ class _FailingSearch:
         self.item = item
 
     class dialect:  # the dialect pieces the search body uses
+        native = False  # the script-scored body
+
         @staticmethod
         def ann_query(field, vector, k, filters):
             return {"match_all": {}}
