@@ -25,6 +25,8 @@ def _knn_filters(searches) -> dict[str, bool]:
 
 def test_whole_index_scope_skips_the_knn_filter_with_the_same_answer(kemem) -> None:
     km = tq.km.__wrapped__(kemem)
+    if km.engine.dialect.name != "opensearch":
+        pytest.skip("reads the body of OpenSearch's knn clause (Elasticsearch's has another shape)")
     sent: list = []
     msearch = km.engine.msearch
 
