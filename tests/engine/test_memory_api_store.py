@@ -410,7 +410,9 @@ def test_a_cursor_of_another_listing_over_http_is_422(kemem) -> None:
 
 
 def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -> None:
-    """The README's chat loop, run as written (its ``Kemem()`` is this test's store)."""
+    """The README's session loop, run as written (its ``Kemem()`` is this test's store): the
+    turns are in the next turn's context at once; when the session ends, the user's statement
+    is remembered, and neither the greeting nor the acknowledgement is (no LLM configured)."""
     import re
     from pathlib import Path
 
@@ -422,17 +424,20 @@ def test_the_readmes_chat_loop_recalls_and_remembers_but_not_small_talk(kemem) -
     kemem.init()
     loop: dict = {"Kemem": lambda: kemem}
     exec(code.replace("from kemem_es import Kemem\n", ""), loop)
-    chat_turn = loop[re.search(r"def (\w+)\(", code).group(1)]
+    chat_turn, who = loop[re.search(r"def (\w+)\(", code).group(1)], loop["who"]
     prompts: list[str] = []
 
-    def llm(system: str, user: str) -> str:
+    def llm(system: str) -> str:
         prompts.append(system)
-        return "好呀" if user == "你好" else "听起来真开心，下次带我一起去"
+        return "听起来真开心，下次带我一起去"
 
     for message in ["你好", "我周末去海边看了日出，超级美", "嗯嗯"]:
-        chat_turn(message, "u_readme", "qiyu", llm)
+        chat_turn(message, "s-readme", llm)
+    chat_turn("上次看日出是哪里来着", "s-readme", llm)
+    assert "海边看了日出" in prompts[-1]  # the earlier turn is in this turn's context
+    kemem.end_session("s-readme", user_id=who["user_id"], agent_id=who["agent_id"])
+    kemem.drain()
     kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
-    texts = " ".join(m.text for m in kemem.get_all(agent_id="qiyu", user_id="u_readme").results)
+    scope = {"agent_id": who["agent_id"], "user_id": who["user_id"]}
+    texts = " ".join(m.text for m in kemem.get_all(**scope).results)
     assert "日出" in texts and "你好" not in texts and "嗯嗯" not in texts
-    chat_turn("上次看日出是哪里来着", "u_readme", "qiyu", llm)
-    assert "日出" in prompts[-1]  # the remembered turn is in the next prompt
