@@ -382,12 +382,13 @@ def doctor(
     it lacks: stored versions with no entry, deletions with no DELETE entry (reason
     "recovered"; see docs/consistency.md). Exit 1 when a dry run finds something."""
     with guarded():
+        km = open_kemem()
         if reopen:
             from kemem_es.store.heal import reopen as reopen_indices
 
-            reopened = reopen_indices(Kemem().engine)
+            reopened = reopen_indices(km.engine)
             console.print(f"reopened {len(reopened)} indices", highlight=False)
-        rep = Kemem().repair_history(agent_id=agent, user_id=user, db=db, dry_run=dry_run)
+        rep = km.repair_history(agent_id=agent, user_id=user, db=db, dry_run=dry_run)
         if as_json:
             _json({**rep.__dict__, "consistent": rep.consistent})
         else:
