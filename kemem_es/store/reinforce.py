@@ -8,11 +8,12 @@ routing), the constant update script, the users index's upserts.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from kemem_es.contract.response import QueryResponse
 from kemem_es.engine.client import Engine
-from kemem_es.engine.errors import with_remedy
+from kemem_es.engine.errors import deadline, with_remedy
 from kemem_es.models import MAX_STRENGTH
 from kemem_es.store.documents import MAX_KEY_MS, with_strength_key
 from kemem_es.store.layout import STRENGTH_KEY_SCALE, index_alias
@@ -89,6 +90,18 @@ class Reinforcements:
         computed here from the version read and written only onto that version (if_seq_no);
         one changed meanwhile is read again, up to CONFLICT_ROUNDS times. Returns the items
         of every round as one bulk answer."""
+        if timeout_s is not None:  # the reads too keep to the call's limit (at shutdown)
+            with deadline(timeout_s):
+                return self._rounds(recalls, user_lines, amount, time.monotonic() + timeout_s)
+        return self._rounds(recalls, user_lines, amount, None)
+
+    def _rounds(
+        self,
+        recalls: dict[RecallKey, list[Any]],
+        user_lines: list[dict[str, Any]],
+        amount: float,
+        end: float | None,
+    ) -> dict[str, Any]:
         items: list[dict[str, Any]] = []
         pending = dict(recalls)
         for _ in range(CONFLICT_ROUNDS):
@@ -119,7 +132,8 @@ class Reinforcements:
             lines, user_lines = lines + user_lines, []
             if not lines:
                 break
-            resp = self.engine.bulk(lines, timeout_s=timeout_s)
+            left = None if end is None else max(0.05, end - time.monotonic())
+            resp = self.engine.bulk(lines, timeout_s=left)
             retry: dict[RecallKey, list[Any]] = {}
             for i, item in enumerate(resp.get("items", [])):
                 if i < len(keys) and item.get("update", {}).get("status") == 409:
