@@ -121,6 +121,38 @@ def keyword_clauses(words: Sequence[SearchWord], fields: dict[str, float]) -> li
     return clauses
 
 
+def match_clauses(words: Sequence[SearchWord], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """The unscored twin of ``keyword_clauses``: clauses that match exactly the documents
+    its clauses match (same words on the same fields: whole values, one-token words, phrases,
+    sub-words), for a filter context, where boosts count for nothing. One ``terms`` query per
+    field holds every whole-value and one-token word and sub-word, so a candidate filter is a
+    few clauses, not one per word and field (the entity search's ~3 × 80: a third of the
+    client's time building its bodies, and request bytes for the engine to parse)."""
+    values: dict[str, set[str]] = {}
+    phrases: list[dict[str, Any]] = []
+    for w in words:
+        tokens = w.toks
+        for field in fields:
+            if w.single_char and field not in KEYWORD_ONLY_FIELDS:
+                continue
+            if w.level is not None and field in EXPANSION_SKIP_FIELDS:
+                continue
+            if field in EXACT_FIELDS:
+                values.setdefault(field, set()).add(w.word)
+                continue
+            if len(tokens) == 1:
+                values.setdefault(field, set()).add(tokens[0])
+            elif tokens:
+                phrases.append({"match_phrase": {field: {"query": " ".join(tokens)}}})
+            # keyword_clauses adds sub-words for a word it does not group: base words only
+            # (an expansion with sub-words is one token, hence grouped)
+            groupable = len(tokens) == 1
+            if w.subwords and not w.single_char and not (w.level is not None and groupable):
+                values.setdefault(field, set()).update(w.subwords)
+    terms = [{"terms": {f: sorted(v)}} for f, v in values.items() if v]
+    return [*terms, *phrases]
+
+
 def matched_words(
     source: dict[str, Any], words: Sequence[SearchWord], fields: Sequence[str]
 ) -> list[str]:
