@@ -160,16 +160,19 @@ def matched_words(
     on), in search-word order: base words first, then expansions by strength."""
     exact = {str(source.get(f) or "") for f in fields if f in EXACT_FIELDS}
     tokenised = {f: str(source.get(f) or "").split() for f in fields if f not in EXACT_FIELDS}
-    # One-token words (most of them, expansions included) are a set lookup, not a scan.
-    token_sets = {f: set(seq) for f, seq in tokenised.items()}
+    # One-token words (most of them, expansions included) are one set lookup, not a scan: the
+    # tokens of every field a word may match (one-character words: keyword fields only).
+    short = [f for f in tokenised if f in KEYWORD_ONLY_FIELDS]
+    every = {t for seq in tokenised.values() for t in seq}
+    keyword_only = {t for f in short for t in tokenised[f]}
     out = []
     for w in words:
-        toks = list(w.toks)
-        fields_ok = [f for f in tokenised if not (w.single_char and f not in KEYWORD_ONLY_FIELDS)]
+        toks = w.toks
         if len(toks) == 1:
-            found = any(toks[0] in token_sets[f] for f in fields_ok)
+            found = toks[0] in (keyword_only if w.single_char else every)
         else:
-            found = bool(toks) and any(_contains(tokenised[f], toks) for f in fields_ok)
+            fields_ok = short if w.single_char else tokenised
+            found = bool(toks) and any(_contains(tokenised[f], list(toks)) for f in fields_ok)
         if w.word in exact or found:
             out.append(w.word)
     return out
