@@ -178,7 +178,10 @@ class MemoryService:
             # A retry of an add whose history entry failed: recorded now (store.consistency).
             self.crud.ensure_recorded(c.scope, stored, actor)
             self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
-            return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
+            done = self._finish_superseding(c, kind, stored, actor, supersede, said_now)
+            return AddResult(
+                id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind), superseded=done
+            )
         if stored and said_now:
             # The words that first made this memory, said again after it changed (a dedup merge
             # or an update): the newer statement folds in as a dedup UPDATE would; created_at,
@@ -264,6 +267,20 @@ class MemoryService:
             memory=to_memory(doc, kind),
             previous=stored.source.get("description"),
         )
+
+    def _finish_superseding(
+        self, c: Checked, kind: MemoryKind, stored: Stored, actor: str,
+        supersede: bool | None, said_now: bool,
+    ) -> list[str]:  # fmt: skip
+        """A retry of an add that stopped after its memory was written (its history refused)
+        never marked the older facts of its slot: marked now. Nothing when it is itself
+        superseded or carries no slot."""
+        rules = self.supersede if supersede is None else supersede and self.supersede
+        facts = facts_of_record(c.record, said_now)
+        if not rules or not facts.slots or stored.source.get(SUPERSEDED_BY):
+            return []
+        older, _ = self._superseding(c, kind, facts, stored.source)
+        return [m for m in older if self.mark_superseded(c.scope, kind, m, c.memory_id, actor)]
 
     def _superseding(
         self, c: Checked, kind: MemoryKind, facts: Any, doc: dict[str, Any]
