@@ -92,7 +92,10 @@ class Adding(Editing, Matching, Supersession):
             # A retry of an add whose history entry failed: recorded now (store.consistency).
             self.crud.ensure_recorded(c.scope, stored, actor)
             self._noop(c.scope, stored.memory_id, kind, actor, reason="unchanged")
-            return AddResult(id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind))
+            done = self._finish_superseding(c, kind, stored, actor, supersede, said_now)
+            return AddResult(
+                id=c.memory_id, event="NOOP", memory=to_memory(stored.source, kind), superseded=done
+            )
         if stored and said_now:
             # The words that first made this memory, said again after it changed (a dedup merge
             # or an update): the newer statement folds in as a dedup UPDATE would; created_at,

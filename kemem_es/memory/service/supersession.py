@@ -10,6 +10,7 @@ from kemem_es.memory.service.base import DEDUP_CHUNK, ServiceBase, retried
 from kemem_es.memory.supersede import plan, time_of
 from kemem_es.models import MemoryKind
 from kemem_es.store import history
+from kemem_es.store.crud import Stored
 from kemem_es.store.documents import facts_of_record, utc_now
 from kemem_es.store.layout import SUPERSEDED_AT, SUPERSEDED_BY
 from kemem_es.store.scope import Scope
@@ -17,6 +18,20 @@ from kemem_es.store.validation import Checked
 
 
 class Supersession(ServiceBase):
+    def _finish_superseding(
+        self, c: Checked, kind: MemoryKind, stored: Stored, actor: str,
+        supersede: bool | None, said_now: bool,
+    ) -> list[str]:  # fmt: skip
+        """A retry of an add that stopped after its memory was written (its history refused)
+        never marked the older facts of its slot: marked now. Nothing when it is itself
+        superseded or carries no slot."""
+        rules = self.supersede if supersede is None else supersede and self.supersede
+        facts = facts_of_record(c.record, said_now)
+        if not rules or not facts.slots or stored.source.get(SUPERSEDED_BY):
+            return []
+        older, _ = self._superseding(c, kind, facts, stored.source)
+        return [m for m in older if self.mark_superseded(c.scope, kind, m, c.memory_id, actor)]
+
     def _superseding(
         self, c: Checked, kind: MemoryKind, facts: Any, doc: dict[str, Any]
     ) -> tuple[list[str], str | None]:
