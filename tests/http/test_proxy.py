@@ -134,12 +134,15 @@ def test_a_stream_is_relayed_chunk_by_chunk(proxy: str, up: Upstream, store: Kem
     assert info["injected"] and "豆包" in _system(up.last())
     turns = _stored(store, session, 2)
     assert [t.content for t in turns] == ["豆包最近怎么样？", "".join(ANSWER)]
+    time.sleep(1)  # stored once
+    assert len(store.session_messages(session, user_id="u1", agent_id="agent_a")) == 2
 
 
 def test_a_client_that_leaves_mid_stream_stores_nothing(
     proxy: str, up: Upstream, store: Kemem
 ) -> None:
     session = f"s-{uuid.uuid4().hex[:8]}"
+    counted = _usage_row(proxy)
     up.hold = True
     with httpx.stream(
         "POST",
@@ -157,6 +160,13 @@ def test_a_client_that_leaves_mid_stream_stores_nothing(
     up.gate.set()
     time.sleep(2)
     assert store.session_messages(session, user_id="u1", agent_id="agent_a") == []
+    assert _usage_row(proxy) == counted  # nor counted: the answer never reached the client
+
+
+def _usage_row(url: str) -> dict[str, int] | None:
+    """Agent A's usage row for u1 (None before its first request)."""
+    rows = httpx.get(f"{url}/v1/usage", headers={"Authorization": "Bearer key-a"}).json()
+    return next((r for r in rows["results"] if r["user_id"] == "u1"), None)
 
 
 def test_responses_keep_the_session_of_previous_response_id(
@@ -226,8 +236,8 @@ def test_usage_per_agent_and_user(proxy: str, up: Upstream) -> None:
     client(proxy).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "豆包最近怎么样？"}]
     )
-    rows = httpx.get(f"{proxy}/v1/usage", headers={"Authorization": "Bearer key-a"}).json()
-    row = next(r for r in rows["results"] if r["agent_id"] == "agent_a" and r["user_id"] == "u1")
+    row = _usage_row(proxy)
+    assert row is not None and row["agent_id"] == "agent_a"
     assert row["prompt_tokens"] >= 50 and row["completion_tokens"] >= 7
     assert row["memory_tokens"] > 0
     other = httpx.get(f"{proxy}/v1/usage", headers={"Authorization": "Bearer key-b"}).json()

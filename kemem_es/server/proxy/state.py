@@ -52,7 +52,8 @@ async def close_proxy(app: Any) -> None:
         return
     if st.tasks:
         await asyncio.wait(set(st.tasks), timeout=SHUTDOWN_WAIT_S)
-    if st.usage.pending:
+    writing = st.usage.task is not None and not st.usage.task.done()
+    if st.usage.pending or writing:  # flush() waits for a write under way, then the rest
         try:
             await asyncio.wait_for(st.usage.flush(app.state.kemem), SHUTDOWN_WAIT_S)
         except asyncio.TimeoutError:  # not yet the builtin TimeoutError on Python 3.10
