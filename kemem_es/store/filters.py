@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from kemem_es.errors import InvalidInput
 from kemem_es.models import META_KEY, check_utf8, parse_time
-from kemem_es.store.documents import date_value
+from kemem_es.store import documents  # a module, not its names: documents → contract → here
 
 FieldType = Literal["keyword", "number", "date"]
 
@@ -186,7 +186,7 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
             raise _bad(where, "expects a number or a date")
         if isinstance(v, str):
             # the date sub-field holds what documents.date_value gives, in the same form
-            when = date_value(_text(v, where))
+            when = documents.date_value(_text(v, where))
             sub, v = ("date", when) if when is not None else ("kw", v)
         else:
             sub, v = "num", _number(v, where)
