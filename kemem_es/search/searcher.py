@@ -269,16 +269,26 @@ class Searcher:
             # min_score has run, so the threshold is applied to what came back.
             ranked = [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
         out = []
+        nat = ev.native(self.engine.dialect)
         for db, hit, score, gain in anchor.feedback(params, ranked)[: params.limit]:
             signals = None
             if params.explain and mode != "rrf" and "_explanation" in hit:
-                signals = signals_from_explanation(hit["_explanation"])
                 lo, span = ev.vec_scale(params)
+                w = mode_weights(params)
+                native = (w.get("vec", 0.0) / span, w.get("strength", 0.0)) if nat else None
+                signals = signals_from_explanation(hit["_explanation"], native)
+                if nat and mode == "bm25":  # raw BM25, saturated here (``ev.saturated``)
+                    raw = float(hit["_score"])
+                    signals = signals.model_copy(
+                        update={
+                            "kw": round(ev.saturated(raw, params.bm25_k), 4),
+                            "bm25": round(raw, 4),
+                        }
+                    )
                 raw_vec = (signals.vec - lo) / span if signals.vec else 0.0
                 # as the score holds it: not clamped (only the total score is), so the
                 # signals add up to the score and a paraphrase shows above 1
                 update = {"vec": round(raw_vec, 4)}
-                w = mode_weights(params)
                 if coverage and w.get("kw", 0.0) > 0:
                     # coverage is the query's own score (no function): what the raw sum holds
                     # beyond the other signals

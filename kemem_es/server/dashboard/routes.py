@@ -47,6 +47,7 @@ _PACKAGE = "kemem_es.server.dashboard"
 STATIC = {
     "dashboard.js": "text/javascript",
     "sessions.js": "text/javascript",
+    "usage.js": "text/javascript",
     "dashboard.css": "text/css",
 }
 SECURITY_HEADERS = {
