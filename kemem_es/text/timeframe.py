@@ -1,6 +1,7 @@
 """The time a question asks about (issue 36 item 5; docs/facts.md "Time-aware questions").
 
-``timeframe_of(text, now)`` reads the utterance's time words against ``now`` and returns a
+``timeframe_of(text, now)`` reads the time words of the utterance's question (its last sentence:
+small talk before it names nothing) against ``now`` and returns a
 :class:`Timeframe`: a date range ``[start, end)`` in ``now``'s calendar, and what kind it is:
 
 - ``recent`` — 「这几天」「这两天」「近几天」 (the last 7 days), 「最近」「近来」「这阵子」
