@@ -930,9 +930,12 @@ class Kemem:
         return self.sessions.delete(self._scope(agent_id, user_id, "user"), session_id, forget)
 
     def resume_sessions(self) -> int:
-        """Start the batches a previous process left unextracted (their lease passed)."""
+        """Start the batches a previous process left unextracted (their lease passed) and end
+        every session idle longer than KEMEM_SESSION_IDLE_S (its window goes to extraction);
+        returns how many batches were started. A server runs this every
+        KEMEM_SESSION_SWEEP_S (docs/sessions.md)."""
         self._open()
-        return self.sessions.manager.resume()
+        return self.sessions.manager.sweep().started
 
 
 def _is_record(data: object) -> bool:

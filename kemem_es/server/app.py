@@ -30,6 +30,7 @@ from kemem_es.server.errors import error_response, install_handlers, public_reas
 from kemem_es.server.metrics import METRICS_OPERATORS_ONLY, Metrics
 from kemem_es.server.openapi import install as install_openapi
 from kemem_es.server.openapi import operation_id
+from kemem_es.server.sweep import start_sweeper
 
 log = logging.getLogger("kemem_es.server")
 
@@ -288,7 +289,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(this: FastAPI) -> AsyncIterator[None]:
         await warm()
+        sweeper = start_sweeper(km, cfg.session.sweep_s)  # idle sessions end (server/sweep.py)
         yield
+        await sweeper.close()
         mcp = getattr(this.state, "mcp", None)
         if mcp is not None:
             await mcp.close()
