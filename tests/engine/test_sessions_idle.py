@@ -5,6 +5,7 @@ and two sweeps at once (two processes' worth) hand it over once (docs/sessions.m
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from datetime import datetime, timedelta, timezone
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 from llm_stub import serve_stub
+from support import cli_env, run_cli
 from test_sessions_engine import A, batch_answer, sixty_turns, with_llm
 
 from kemem_es import Kemem
@@ -99,3 +101,16 @@ def test_the_sweep_creates_nothing_on_a_prefix_without_sessions(kemem: Kemem) ->
     kemem.init()
     assert kemem.resume_sessions() == 0
     assert not kemem.engine.index_exists(f"{kemem.settings.index_prefix}-sessions")
+
+
+@pytest.mark.engine
+def test_kemem_es_sessions_sweep(kemem: Kemem) -> None:
+    kemem.init()
+    scope = kemem._scope("qiyu", "u_mumu", "user")
+    long_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    kemem.sessions.manager.append(scope, "old", sixty_turns()[:4], NAMES, now=long_ago)
+    out = run_cli("sessions", "sweep", env=cli_env(kemem))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"resumed": 0, "sessions": 1, "batches": 1}
+    again = run_cli("sessions", "sweep", env=cli_env(kemem))
+    assert json.loads(again.stdout) == {"resumed": 0, "sessions": 0, "batches": 0}
