@@ -348,6 +348,7 @@ class Kemem:
         try:
             if "sessions" in self.__dict__:
                 self.sessions.manager.worker.close(extraction_timeout_s)
+                self.sessions.close()
             if "writes" in self.__dict__:
                 self.writes.close(extraction_timeout_s)
         finally:
@@ -839,8 +840,9 @@ class Kemem:
             self.writes, lambda: self.token_counter,
         )  # fmt: skip
         return Sessions(
-            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix
-        )
+            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix,
+            self.prepare_context,
+        )  # fmt: skip
 
     def _recall(
         self, text: str, *, user_id: str, agent_id: str, degrade: bool | None = None,

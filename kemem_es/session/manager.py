@@ -51,6 +51,7 @@ PROBE = 16  # messages looked at past a state's next_seq (a call whose state wri
 TRIES = 3  # a batch's job tries this often in a row (then: the next append or resume)
 RETRY_PAUSE_S = 0.5
 MAX_DIALOGUE = 200  # turns the dialogue reads at most (batches stuck undone would grow it)
+STATES_KEPT = 10_000  # sessions whose last known state this process remembers (view's one read)
 SWEEP_PAGE = 200  # idle sessions read at once by a sweep
 SWEEP_MAX = 5000  # idle sessions one sweep ends at most (the next sweep goes on)
 
@@ -123,6 +124,14 @@ class SessionManager:
         self._locks: dict[tuple[Scope, str], threading.Lock] = {}
         self._guard = threading.Lock()
         self._queued: set[tuple[Scope, str, int]] = set()
+        # the state this process last wrote or read per session: ``view`` reads the state and
+        # the turns it implies in one round trip, and checks that the state is still that one
+        self._known: dict[tuple[Scope, str], SessionState] = {}
+
+    def _remember(self, scope: Scope, sid: str, state: SessionState) -> None:
+        if len(self._known) >= STATES_KEPT:
+            self._known.clear()
+        self._known[(scope, sid)] = state
 
     def _lock(self, scope: Scope, session_id: str) -> threading.Lock:
         with self._guard:
@@ -210,6 +219,7 @@ class SessionManager:
             for line in self.batches.lines(scope, sid, c.first_seq, c.last_seq, c.reason, who)
         ]
         statuses = self.store.write(scope, sid, stamped, lines, state.fields(), version)
+        self._remember(scope, sid, state)
         stored = sum(s == "created" for s in statuses)
         return Outcome(sid, seqs, stored, [*idle_cuts, *new_cuts])
 
@@ -236,18 +246,28 @@ class SessionManager:
 
     # -- the dialogue -----------------------------------------------------------------------
     def view(self, scope: Scope, session_id: object) -> View:
-        """Two round trips: the state, then its open batches and every turn the dialogue may
-        show (from the oldest open batch) in one read."""
+        """The state, its open batches and every turn the dialogue may show (from the oldest
+        open batch): one read when this process knows the session's state (it wrote or read
+        it last) and the state read with the turns is still that one, else two (the state,
+        then the rest)."""
         sid = checked_session(session_id)
-        version = self.store.state(scope, sid)
-        state = SessionState.of(version.source if version else None)
-        lo = max(dialogue_from(state, list(state.open_batches)), state.next_seq - MAX_DIALOGUE)
-        seqs = range(lo, state.next_seq)
-        keys = [
-            *(batch_key(sid, f) for f in state.open_batches),
-            *(message_key(sid, n) for n in seqs),
-        ]
-        docs = self.store.get_docs(scope, keys)
+        known = self._known.get((scope, sid))
+        if known is not None:
+            first, *docs = self.store.get_docs(scope, [state_key(sid), *_view_keys(sid, known)])
+            state = SessionState.of(first.source if first else None)
+            if first is not None and _same_keys(state, known):
+                self._remember(scope, sid, state)
+                return self._view_of(state, docs)
+        else:
+            version = self.store.state(scope, sid)
+            state = SessionState.of(version.source if version else None)
+        if state.next_seq:
+            self._remember(scope, sid, state)
+        else:
+            self._known.pop((scope, sid), None)
+        return self._view_of(state, self.store.get_docs(scope, _view_keys(sid, state)))
+
+    def _view_of(self, state: SessionState, docs: Sequence[Versioned | None]) -> View:
         n_open = len(state.open_batches)
         undone = [
             f
@@ -410,6 +430,23 @@ class SessionManager:
                 return
             updated = replace(current, summary=text, summary_upto=upto)
             self.store.put_state(scope, sid, updated.fields(), version)
+            self._remember(scope, sid, updated)
+
+
+def _view_keys(sid: str, state: SessionState) -> list[str]:
+    """What the dialogue of ``state`` reads: its open batches, then its turns."""
+    lo = max(dialogue_from(state, list(state.open_batches)), state.next_seq - MAX_DIALOGUE)
+    return [
+        *(batch_key(sid, f) for f in state.open_batches),
+        *(message_key(sid, n) for n in range(lo, state.next_seq)),
+    ]
+
+
+def _same_keys(a: SessionState, b: SessionState) -> bool:
+    """Two states whose dialogue reads the same documents."""
+    return (a.next_seq, a.window_from, a.open_batches, a.summary_upto) == (
+        b.next_seq, b.window_from, b.open_batches, b.summary_upto,
+    )  # fmt: skip
 
 
 def _numbers(turns: list[dict[str, Any]], start: int, ahead: list[dict[str, Any]]) -> list[int]:
