@@ -14,12 +14,13 @@ message makes 20), budget 2000 tokens; ``context_parts_ms``: its ``timings_ms`` 
 ``context_before_ms``, interleaved call by call with it: the same call as the code before
 2026-11-28 made it — the window and the message embedded together (``context_vector="joint"``)
 and the session's state read in a round trip of its own (the process's known state
-forgotten); the overview's search runs beside the window read in both. ``append_ms``: one
-``add([user, assistant],
-session_id=…)`` (two messages, the state, a batch record every 10 turns). ``batches_per_min``:
-batches extracted (claim, LLM call to the stub, answer saved, memories written through the
-write path with dedup, done) per minute of one worker thread; the stub answers at once, so this
-is kemem-es's own cost per batch, not an LLM's.
+forgotten); the overview's search runs beside the window read in both. ``query_ms``, also
+interleaved: the recall's query by itself (``Kemem.query`` with the window as its context).
+``append_ms``: one ``add([user, assistant], session_id=…)`` (two messages, the state, a batch
+record every 10 turns). ``batches_per_min``: batches extracted (claim, LLM call to the stub,
+answer saved, memories written through the write path with dedup, done) per minute of one
+worker thread; the stub answers at once, so this is kemem-es's own cost per batch, not an
+LLM's.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     km.add(window, session_id=ctx_session, **scope, **names)
     km.sessions._pool.submit(lambda: None).result()  # the window's vector prepared meanwhile
-    ctimes, before, totals, parts = [], [], [], []
+    ctimes, before, bare, totals, parts = [], [], [], [], []
+    prior = [{"role": t["role"], "content": t["content"]} for t in window]
     manager = km.sessions.manager
     for i in range(args.ops):
         said_now = said[(i * 7) % len(said)]
@@ -122,8 +124,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         km.context(said_now, session_id=ctx_session, context_vector="joint", **scope, **names)
         before.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()  # the recall alone: the query context() makes, by itself
+        km.query(said_now, context=prior, context_vector="earlier", **scope, **names)
+        bare.append((time.perf_counter() - t0) * 1000)
     result["context_ms"] = percentiles(ctimes)
     result["context_before_ms"] = percentiles(before)
+    result["query_ms"] = percentiles(bare)
     result["context_parts_ms"] = {k: percentiles(p.get(k, 0.0) for p in parts) for k in parts[0]}
     result["context_tokens"] = percentiles(totals)
     result["window_turns"] = len(ctx.dialogue)
@@ -149,7 +155,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"context(): p50 {c['p50']} ms, p99 {c['p99']} ms (window {r['window_turns']} turns, "
         f"tokens p50 {r['context_tokens']['p50']}); parts p50 (ms): {parts}",
         f"context() as before (joint window vector, state read alone), interleaved: "
-        f"p50 {b['p50']} ms, p99 {b['p99']} ms",
+        f"p50 {b['p50']} ms, p99 {b['p99']} ms; the same query alone (the window prepared): "
+        f"p50 {r['query_ms']['p50']} ms, p99 {r['query_ms']['p99']} ms",
         f"session add (2 messages): p50 {a['p50']} ms, p99 {a['p99']} ms, "
         f"{r['appends_per_s']} adds/s on one thread",
         f"batches extracted: {r['batches']['extracted']} (failed {r['batches']['failed']}), "
