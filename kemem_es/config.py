@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import urllib.parse
-import zipfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +10,23 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from kemem_es.config_rules import (
+    FILE_SETTINGS,
+    NOT_A_HEADER_TOKEN,
+    PATH_SETTINGS,
+    absolute_path,
+    is_header_token,
+    readable_files,
+    setting_file,
+    setting_variable,
+    settings_error,
+    url_credentials,
+    usable_url,
+)
 from kemem_es.errors import InvalidInput
+
+__all__ = ["FILE_SETTINGS", "NOT_A_HEADER_TOKEN", "PATH_SETTINGS", "SessionSettings", "Settings",
+           "get_settings", "is_header_token", "setting_file", "setting_variable"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -308,61 +319,31 @@ class Settings(BaseSettings):
     def _usable_url(cls, url: str | None) -> str | None:
         """A URL the clients can use: no stray space (it passed the pattern, then failed deep in
         a client), a numeric port. Never quotes the URL: it may hold a password."""
-        if not url:
-            return url
-        if any(ch.isspace() for ch in url):
-            raise ValueError("must not contain spaces (check for a trailing space or newline)")
-        try:
-            urllib.parse.urlsplit(url).port  # noqa: B018  (raises on a port that is no number)
-        except ValueError:
-            raise ValueError("the port must be a number from 1 to 65535") from None
-        return url
+        return usable_url(url)
 
     @model_validator(mode="after")
     def _expand_paths(self) -> Settings:
         # Absolute, against the working directory: a relative home once made Maven write the
         # engine's jars into the installed package (it resolves paths against the pom's folder).
-        self.home = _absolute(self.home)
+        self.home = absolute_path(self.home)
         for name in PATH_SETTINGS:
             value = getattr(self, name)
             if value is not None:
-                setattr(self, name, _absolute(value))
+                setattr(self, name, absolute_path(value))
         return self
 
     @model_validator(mode="after")
     def _url_credentials(self) -> Settings:
         """``http://user:pass@host:9200``: the credentials become basic auth (the first request,
         made with urllib, would read ``user:pass@host`` as a host name)."""
-        if not self.es_url:
-            return self
-        parts = urllib.parse.urlsplit(self.es_url)
-        if parts.username is None and parts.password is None:
-            return self
-        if self.es_username or self.es_password:
-            raise ValueError(
-                "es_url: holds a user name and password, and KEMEM_ES_USERNAME / "
-                "KEMEM_ES_PASSWORD are set too: give the credentials in one place"
-            )
-        self.es_username = urllib.parse.unquote(parts.username or "")
-        self.es_password = urllib.parse.unquote(parts.password or "")
-        netloc = parts.netloc.rsplit("@", 1)[1]
-        self.es_url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        url_credentials(self)
         return self
 
     @model_validator(mode="after")
     def _readable_files(self) -> Settings:
         """The files the text pipeline and the TLS context read: checked now, named, not at
         first use deep in the tokenizer (a server said ready, then failed every request)."""
-        for name in FILE_SETTINGS:
-            path = getattr(self, name)
-            if path is None:
-                continue
-            if not path.exists():
-                raise ValueError(f"{name}: no such file: {path}")
-            if not path.is_file():
-                raise ValueError(f"{name}: not a file: {path}")
-            if not os.access(path, os.R_OK):
-                raise ValueError(f"{name}: cannot read {path} (permissions)")
+        readable_files(self)
         return self
 
     @model_validator(mode="after")
@@ -404,55 +385,13 @@ class Settings(BaseSettings):
         return self.es_url or self.local_url
 
 
-# Paths made absolute when the settings load; the files among them must exist and be readable.
-PATH_SETTINGS = (
-    "java_home",
-    "model_dir",
-    "es_ca_certs",
-    "user_dict",
-    "lexicon_path",
-    "lexicon_overrides",
-    "idf_path",
-    "extract_prompt_path",
-    "session_tokenizer",
-)
-FILE_SETTINGS = (
-    "es_ca_certs",
-    "user_dict",
-    "lexicon_path",
-    "lexicon_overrides",
-    "idf_path",
-    "session_tokenizer",
-)
-
-
-def _absolute(path: Path) -> Path:
-    return path.expanduser().absolute()
-
-
-def setting_variable(field: str) -> str:
-    """The environment variable of a settings field: ``user_dict`` → ``KEMEM_USER_DICT``."""
-    return f"KEMEM_{field.upper()}"
-
-
-NOT_A_HEADER_TOKEN = (
-    "must be printable ASCII without spaces (it is sent in an HTTP header; check for a stray "
-    "character, a newline or a full-width letter)"
-)
-
-
-def is_header_token(value: str) -> bool:
-    """Printable ASCII, no spaces: what a Bearer token in an HTTP header can carry."""
-    return all("!" <= ch <= "~" for ch in value)
-
-
 def get_settings(**overrides: Any) -> Settings:
     """Settings with explicit overrides (None values are ignored so CLI defaults fall through)."""
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
     except ValidationError as exc:
-        raise _settings_error(exc, given) from None
+        raise settings_error(exc, given) from None
     except SettingsError as exc:  # a complex setting (list, dict) that is not JSON
         match = re.search(r'field "(\w+)"', str(exc))
         name = setting_variable(match.group(1)) if match else "a KEMEM_* setting"
@@ -462,35 +401,4 @@ def get_settings(**overrides: Any) -> Settings:
             if kind == "list"
             else (f"{name}: must be JSON")
         )
-        raise InvalidInput(f"configuration: {problem}", [problem], field=name) from None
-
-
-def _settings_error(exc: ValidationError, given: dict[str, Any]) -> InvalidInput:
-    """A bad setting as one line naming what to fix: the KEMEM_* variable (or the option the
-    caller passed), not a pydantic traceback."""
-    problems = []
-    for err in exc.errors():
-        field = str(err["loc"][0]) if err["loc"] else ""
-        msg = err["msg"].removeprefix("Value error, ")
-        if not field and ": " in msg:  # a model check names its field first ("user_dict: …")
-            field, msg = msg.split(": ", 1)
-        name = field if field in given else setting_variable(field)
-        problems.append(f"{name}: {msg}")  # not the value: it may be a key
-    first = problems[0] if problems else str(exc)
-    return InvalidInput(f"configuration: {first}", problems, field=first.split(":", 1)[0])
-
-
-@contextmanager
-def setting_file(field: str, also: tuple[str, Path | None] | None = None) -> Iterator[None]:
-    """A file a setting names that exists but cannot be parsed (not a lexicon, a bad line) as
-    the one-line settings error naming the variable, not a ValueError from deep inside.
-    ``also``: another setting read in the same call, blamed when the error names its file."""
-    try:
-        yield
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        if also is not None and also[1] is not None and str(also[1]) in str(exc):
-            field = also[0]
-        name = setting_variable(field)
-        why = " ".join(str(exc).split())[:300] or type(exc).__name__
-        problem = f"{name}: cannot load it: {why}"
         raise InvalidInput(f"configuration: {problem}", [problem], field=name) from None

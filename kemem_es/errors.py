@@ -120,6 +120,15 @@ class EngineRefused(InvalidInput):
     the same request fails the same way again — so it is no ``EngineUnavailable``."""
 
 
+class Forbidden(KememError):
+    """The caller (its API key, or the MCP server's configuration) may not serve that agent;
+    nothing was read or written. ``field`` names the argument (``agent_id``)."""
+
+    def __init__(self, message: str, field: str = "agent_id") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class ConcurrentChange(KememError):
     """The memory changed between our read and our write: another writer got there first.
     Retried inside (with a short jittered backoff); raised to the caller only when it kept

@@ -22,15 +22,16 @@ Importing this module needs the ``mcp`` package (its tools' signatures name the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from kemem_es.errors import InvalidInput, KememError, NotFound
+from kemem_es.errors import Forbidden, InvalidInput, KememError, NotFound
+from kemem_es.server.access import OPEN, Access
 
 if TYPE_CHECKING:
     from kemem_es.async_kemem import AsyncKemem
@@ -40,24 +41,25 @@ INSTRUCTIONS = (
     "answering (its prompt text can go into your context as it is); call remember with what "
     "the user said that is worth keeping; forget deletes one memory by its id."
 )
+T = TypeVar("T")
+
+
+class ScopeKw(TypedDict):
+    user_id: str
+    agent_id: str
 
 
 @dataclass(frozen=True)
 class McpScope:
-    """Who a call may touch: ``agents`` None means any agent; ``user`` pins the user."""
+    """Who a call may touch: ``access`` the agents (the HTTP API's rule, ``server/access.py``);
+    ``user`` pins the user."""
 
     default_agent: str
-    agents: frozenset[str] | None = None
+    access: Access = OPEN
     user: str | None = None
 
     def agent(self, agent_id: str | None) -> str:
-        agent = agent_id or self.default_agent
-        if self.agents is not None and agent not in self.agents:
-            raise InvalidInput(
-                f"agent_id: {agent!r} is not an agent this server (or its API key) may serve",
-                field="agent_id",
-            )
-        return agent
+        return self.access.agent(agent_id, self.default_agent)
 
     def user_of(self, user_id: str | None) -> str:
         if self.user is not None:
@@ -73,6 +75,10 @@ class McpScope:
             )
         return user_id
 
+    def kw(self, user_id: str | None, agent_id: str | None) -> ScopeKw:
+        """The call's scope as the library's keyword arguments, checked."""
+        return {"user_id": self.user_of(user_id), "agent_id": self.agent(agent_id)}
+
 
 UserId = Annotated[
     str | None, Field(min_length=1, max_length=512, description="the user (the chat's end user)")
@@ -81,26 +87,43 @@ AgentId = Annotated[
     str | None,
     Field(min_length=1, max_length=512, description="the agent; default: the configured one"),
 ]
+SessionId = Annotated[str | None, Field(max_length=512)]
 
 
 def _item(hit: dict[str, Any]) -> dict[str, Any]:
     return {k: hit[k] for k in ("id", "memory", "score", "kind")}
 
 
-def build_mcp(
-    kemem: Callable[[], AsyncKemem],
-    scope_of: Callable[[Any], McpScope],
-    hide: Callable[[str], str] = lambda text: text,
-) -> MCPServer:
-    """The MCP server. ``kemem()`` gives the AsyncKemem at call time; ``scope_of(ctx)`` the
-    caller's scope from the request context (its headers over HTTP); ``hide`` takes what an
-    error message must not show (the engine's address)."""
-    server: MCPServer = MCPServer("kemem-es", instructions=INSTRUCTIONS)
+@dataclass(frozen=True)
+class Calls:
+    """How every tool runs: the caller's scope from the request context, the library call,
+    a library error as the tool's error (naming the field; the engine's address hidden)."""
 
-    def failed(exc: KememError) -> ToolError:
-        field = f" (field {exc.field})" if isinstance(exc, InvalidInput) and exc.field else ""
+    kemem: Callable[[], AsyncKemem]
+    scope_of: Callable[[Any], McpScope]
+    hide: Callable[[str], str]
+
+    def failed(self, exc: KememError) -> ToolError:
+        named = exc.field if isinstance(exc, InvalidInput | Forbidden) else None
+        field = f" (field {named})" if named else ""
         kind = "not_found" if isinstance(exc, NotFound) else type(exc).__name__
-        return ToolError(f"{kind}{field}: {hide(str(exc))}")
+        return ToolError(f"{kind}{field}: {self.hide(str(exc))}")
+
+    async def run(
+        self,
+        ctx: Context,
+        user_id: str | None,
+        agent_id: str | None,
+        call: Callable[[AsyncKemem, ScopeKw], Awaitable[T]],
+    ) -> T:
+        try:
+            return await call(self.kemem(), self.scope_of(ctx).kw(user_id, agent_id))
+        except KememError as exc:
+            raise self.failed(exc) from None
+
+
+def _memory_tools(server: MCPServer, calls: Calls) -> None:
+    """remember, forget, list_memories."""
 
     @server.tool()
     async def remember(
@@ -108,24 +131,56 @@ def build_mcp(
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
-        session_id: Annotated[str | None, Field(max_length=512)] = None,
+        session_id: SessionId = None,
     ) -> dict[str, Any]:
         """Store one memory (a fact, an event the user told) for the user; a near-duplicate
         of an existing memory updates it. Returns what was stored and the action taken."""
-        scope = scope_of(ctx)
-        try:
-            results = await kemem().add(
-                text,
-                user_id=scope.user_of(user_id),
-                agent_id=scope.agent(agent_id),
-                session_id=session_id,
-                refresh=True,
-            )
-        except KememError as exc:
-            raise failed(exc) from None
+        results = await calls.run(
+            ctx, user_id, agent_id,
+            lambda km, scope: km.add(text, **scope, session_id=session_id, refresh=True),
+        )  # fmt: skip
         return {
             "results": [{"id": r.id, "event": r.event, "memory": r.memory.text} for r in results]
         }
+
+    @server.tool()
+    async def forget(
+        memory_id: Annotated[str, Field(min_length=1, max_length=512)],
+        ctx: Context,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+    ) -> dict[str, Any]:
+        """Delete one of the user's memories by its id (as recall or list_memories gave it)."""
+        gone = await calls.run(
+            ctx, user_id, agent_id, lambda km, scope: km.delete(memory_id, **scope, refresh=True)
+        )
+        return {"deleted": gone.id, "memory": gone.text}
+
+    @server.tool()
+    async def list_memories(
+        ctx: Context,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        kind: Literal["events", "entities"] | None = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 20,
+        cursor: Annotated[str | None, Field(max_length=4096)] = None,
+    ) -> dict[str, Any]:
+        """The user's memories, newest first; pass next_cursor back for the next page."""
+        page = await calls.run(
+            ctx, user_id, agent_id,
+            lambda km, scope: km.get_all(**scope, kind=kind, limit=limit, cursor=cursor),
+        )  # fmt: skip
+        return {
+            "results": [
+                {"id": m.id, "kind": m.kind, "memory": m.text, "updatetime": m.updatetime}
+                for m in page.results
+            ],
+            "next_cursor": page.next_cursor,
+        }
+
+
+def _recall_tools(server: MCPServer, calls: Calls) -> None:
+    """recall, context."""
 
     @server.tool()
     async def recall(
@@ -141,24 +196,16 @@ def build_mcp(
     ) -> dict[str, Any]:
         """Recall the user's memories relevant to a message: ``prompt`` is the text to put in
         the model's context as it is, ``items`` the memories (id, memory, score, kind)."""
-        scope = scope_of(ctx)
-        km = kemem()
         options: dict[str, Any] = {"context": context} if context else {}
-        try:
-            resp = await km.search(
-                query,
-                user_id=scope.user_of(user_id),
-                agent_id=scope.agent(agent_id),
-                limit=limit,
-                threshold=threshold,
-                **options,
-            )
-            prompt = km.prompt(resp)
-        except KememError as exc:
-            raise failed(exc) from None
+
+        async def search(km: AsyncKemem, scope: ScopeKw) -> tuple[Any, str]:
+            resp = await km.search(query, **scope, limit=limit, threshold=threshold, **options)
+            return resp, km.prompt(resp)
+
+        resp, prompt = await calls.run(ctx, user_id, agent_id, search)
         out: dict[str, Any] = {"prompt": prompt, "items": [_item(h) for h in resp.results]}
         if resp.additional_info.degraded:
-            out["degraded"] = hide(resp.additional_info.degraded_reason or "degraded")
+            out["degraded"] = calls.hide(resp.additional_info.degraded_reason or "degraded")
         return out
 
     @server.tool()
@@ -167,77 +214,36 @@ def build_mcp(
         ctx: Context,
         user_id: UserId = None,
         agent_id: AgentId = None,
-        session_id: Annotated[str | None, Field(max_length=512)] = None,
+        session_id: SessionId = None,
         max_tokens: Annotated[int | None, Field(ge=1, le=100_000)] = None,
     ) -> dict[str, Any]:
         """The memory context of a chat turn within a token budget: the session's recent
         turns and summary, the overview timeline and the recalled details, as one prompt
         ``text`` (put it in the model's context as it is) with its token counts."""
-        scope = scope_of(ctx)
-        try:
-            result = await kemem().context(
-                message,
-                user_id=scope.user_of(user_id),
-                agent_id=scope.agent(agent_id),
-                session_id=session_id,
-                max_tokens=max_tokens,
-            )
-        except KememError as exc:
-            raise failed(exc) from None
+        result = await calls.run(
+            ctx, user_id, agent_id,
+            lambda km, scope: km.context(
+                message, **scope, session_id=session_id, max_tokens=max_tokens
+            ),
+        )  # fmt: skip
         out: dict[str, Any] = {"text": result.text, "tokens": result.tokens.model_dump()}
         if result.degraded:
-            out["degraded"] = hide(result.degraded)
+            out["degraded"] = calls.hide(result.degraded)
         return out
 
-    @server.tool()
-    async def forget(
-        memory_id: Annotated[str, Field(min_length=1, max_length=512)],
-        ctx: Context,
-        user_id: UserId = None,
-        agent_id: AgentId = None,
-    ) -> dict[str, Any]:
-        """Delete one of the user's memories by its id (as recall or list_memories gave it)."""
-        scope = scope_of(ctx)
-        try:
-            gone = await kemem().delete(
-                memory_id,
-                user_id=scope.user_of(user_id),
-                agent_id=scope.agent(agent_id),
-                refresh=True,
-            )
-        except KememError as exc:
-            raise failed(exc) from None
-        return {"deleted": gone.id, "memory": gone.text}
 
-    @server.tool()
-    async def list_memories(
-        ctx: Context,
-        user_id: UserId = None,
-        agent_id: AgentId = None,
-        kind: Literal["events", "entities"] | None = None,
-        limit: Annotated[int, Field(ge=1, le=1000)] = 20,
-        cursor: Annotated[str | None, Field(max_length=4096)] = None,
-    ) -> dict[str, Any]:
-        """The user's memories, newest first; pass next_cursor back for the next page."""
-        scope = scope_of(ctx)
-        try:
-            page = await kemem().get_all(
-                user_id=scope.user_of(user_id),
-                agent_id=scope.agent(agent_id),
-                kind=kind,
-                limit=limit,
-                cursor=cursor,
-            )
-        except KememError as exc:
-            raise failed(exc) from None
-        return {
-            "results": [
-                {"id": m.id, "kind": m.kind, "memory": m.text, "updatetime": m.updatetime}
-                for m in page.results
-            ],
-            "next_cursor": page.next_cursor,
-        }
-
+def build_mcp(
+    kemem: Callable[[], AsyncKemem],
+    scope_of: Callable[[Any], McpScope],
+    hide: Callable[[str], str] = lambda text: text,
+) -> MCPServer:
+    """The MCP server. ``kemem()`` gives the AsyncKemem at call time; ``scope_of(ctx)`` the
+    caller's scope from the request context (its headers over HTTP); ``hide`` takes what an
+    error message must not show (the engine's address)."""
+    server: MCPServer = MCPServer("kemem-es", instructions=INSTRUCTIONS)
+    calls = Calls(kemem, scope_of, hide)
+    _memory_tools(server, calls)
+    _recall_tools(server, calls)
     return server
 
 
@@ -249,7 +255,7 @@ def http_mcp(app: Any) -> MCPServer:
     def scope_of(ctx: Any) -> McpScope:
         headers = ctx.headers or {}
         access = app.state.keyring.access(headers.get("authorization"))
-        return McpScope(app.state.kemem.settings.default_agent_id, access.agents)
+        return McpScope(app.state.kemem.settings.default_agent_id, access)
 
     def hide(text: str) -> str:
         return hide_engine(text, app.state.kemem.settings.url)
@@ -265,7 +271,7 @@ def run_stdio(user: str | None = None, agent: str | None = None) -> None:
 
     km = AsyncKemem()
     default = agent or km.settings.default_agent_id
-    scope = McpScope(default, frozenset({default}), user)
+    scope = McpScope(default, Access(frozenset({default})), user)
     server = build_mcp(lambda: km, lambda _: scope)
 
     async def main() -> None:

@@ -201,3 +201,40 @@ def serve_upstream() -> Iterator[Upstream]:
         up.gate.set()
         server.shutdown()
         server.server_close()
+
+
+MEMORY = "木木养了一只叫豆包的柯基，每天早上带它去公园散步"  # agent_a's memory of u1
+
+
+@contextmanager
+def memory_store(settings: Any, embedder: Any) -> Iterator[Any]:
+    """A Kemem on a fresh test prefix holding :data:`MEMORY` for (agent_a, u1); dropped after."""
+    import uuid
+
+    from support import drop_prefix
+
+    from kemem_es import Kemem
+
+    km = Kemem(settings.model_copy(update={"index_prefix": f"test-{uuid.uuid4().hex[:8]}"}))
+    km.embedder = embedder
+    km.init()
+    km.add(MEMORY, user_id="u1", agent_id="agent_a", refresh=True)
+    try:
+        yield km
+    finally:
+        drop_prefix(km)
+
+
+def proxy_env(store: Any, up: Upstream, keys: dict[str, list[str]], **extra: str) -> dict[str, str]:
+    """``kemem-es serve``'s environment: ``store``'s engine and prefix, these API keys, ``up``
+    as the upstream (key ``sk-upstream`` unless given), agent_a the default agent."""
+    from support import cli_env
+
+    settings = {
+        "KEMEM_SERVER_API_KEYS": json.dumps(keys),
+        "KEMEM_PROXY_UPSTREAM_URL": up.url,
+        "KEMEM_PROXY_UPSTREAM_KEY": "sk-upstream",
+        "KEMEM_DEFAULT_AGENT_ID": "agent_a",
+        **extra,
+    }
+    return cli_env(store, **settings)

@@ -11,52 +11,32 @@ import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from kemem_es.errors import KememError
+from kemem_es.embed.files import (
+    ONNX_NAMES,
+    EmbedderError,
+    Variant,
+    download_model,
+    find_file,
+    other_variant,
+    short_hash,
+)
+from kemem_es.embed.loading import load_session, load_tokenizer, lowercase_if_uncased
 
 if TYPE_CHECKING:
-    from tokenizers import Encoding, Tokenizer
+    from tokenizers import Encoding
 
     from kemem_es.config import Settings
     from kemem_es.embed.remote import RemoteEmbedder
 
-Variant = Literal["int8", "fp32"]
+__all__ = ["POOLINGS", "Embedder", "EmbedderError", "Pooling", "Variant", "download_model",
+           "load_embedder"]  # fmt: skip
+
 Pooling = Literal["mean", "cls", "last"]
 POOLINGS: tuple[str, ...] = ("mean", "cls", "last")
-
-# Names each variant goes by: ours first, then the optimum / transformers.js convention.
-_ONNX_NAMES: dict[str, tuple[str, ...]] = {
-    "int8": ("model_int8.onnx", "model_quantized.onnx"),
-    "fp32": ("model.onnx",),
-}
-_SUBDIRS = ("", "onnx")  # files sit at the root, or in onnx/ as many hub repos ship them
-_HUB_SIDE_FILES = (
-    "tokenizer.json",
-    "config.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
-
-
-class EmbedderError(KememError):
-    """The embedding model cannot be found, fetched or loaded; the message says what to set."""
-
-
-def _find(model_dir: Path, names: Sequence[str]) -> Path | None:
-    """First of ``names`` present at the root or in ``onnx/``."""
-    for sub in _SUBDIRS:
-        for name in names:
-            candidate = model_dir / sub / name
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-def _other(variant: str) -> str:
-    return "fp32" if variant == "int8" else "int8"
 
 
 class Embedder:
@@ -82,7 +62,7 @@ class Embedder:
             raise EmbedderError(
                 f"embedding model directory not found: {model_dir} (check KEMEM_MODEL_DIR)"
             )
-        if variant not in _ONNX_NAMES:
+        if variant not in ONNX_NAMES:
             raise EmbedderError(f"unknown model variant {variant!r}: use 'int8' or 'fp32'")
         if pooling not in POOLINGS:
             raise EmbedderError(f"unknown pooling {pooling!r}: use mean, cls or last")
@@ -90,18 +70,18 @@ class Embedder:
         self.normalize = normalize
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
-        onnx_path = _find(model_dir, _ONNX_NAMES[variant])
+        onnx_path = find_file(model_dir, ONNX_NAMES[variant])
         if onnx_path is None:
-            other = _other(variant)
+            other = other_variant(variant)
             hint = (
                 f"; the {other} variant is there: set KEMEM_MODEL_VARIANT={other}"
-                if _find(model_dir, _ONNX_NAMES[other])
+                if find_file(model_dir, ONNX_NAMES[other])
                 else ""
             )
             raise EmbedderError(
-                f"no {variant} ONNX model: {model_dir / _ONNX_NAMES[variant][0]} is missing{hint}"
+                f"no {variant} ONNX model: {model_dir / ONNX_NAMES[variant][0]} is missing{hint}"
             )
-        tok_path = _find(model_dir, ("tokenizer.json",))
+        tok_path = find_file(model_dir, ("tokenizer.json",))
         if tok_path is None:
             raise EmbedderError(f"tokenizer missing: {model_dir / 'tokenizer.json'}")
 
@@ -119,10 +99,10 @@ class Embedder:
         # than the model's full window for long multi-topic texts.
         self.long_window = min(long_window, max_length)
         self._label = label or model_dir.name
-        self._tokenizer, self._pad_id = _load_tokenizer(tok_path, max_length)
+        self._tokenizer, self._pad_id = load_tokenizer(tok_path, max_length)
         # True when the vocabulary is uncased and the input is lowercased for it (below).
-        self.lowercases = _lowercase_if_uncased(self._tokenizer)
-        self._session = _load_session(onnx_path, threads)
+        self.lowercases = lowercase_if_uncased(self._tokenizer)
+        self._session = load_session(onnx_path, threads)
         self._input_names = {i.name for i in self._session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self._input_names:
             raise EmbedderError(
@@ -146,7 +126,7 @@ class Embedder:
         if not self.normalize:
             extra.append("not normalised")
         if self.query_prefix or self.document_prefix:
-            extra.append("prefixes " + _short_hash(self.query_prefix, self.document_prefix))
+            extra.append("prefixes " + short_hash(self.query_prefix, self.document_prefix))
         return f"{self._label} ({', '.join([self.variant, *extra])})"
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -275,7 +255,7 @@ class Embedder:
         shape = next(o.shape for o in self._session.get_outputs() if o.name == self._output)
         from_graph = shape[-1] if shape and isinstance(shape[-1], int) else None
         from_config = None
-        cfg = _find(model_dir, ("config.json",))
+        cfg = find_file(model_dir, ("config.json",))
         if cfg is not None:
             try:
                 from_config = json.loads(cfg.read_text(encoding="utf-8")).get("hidden_size")
@@ -314,107 +294,6 @@ class Embedder:
             "no embedding model configured: set KEMEM_MODEL_DIR to a local ONNX model directory "
             "(or KEMEM_MODEL to a hub model id, with internet)"
         )
-
-
-def _short_hash(*parts: str) -> str:
-    """A short stable digest of prefix texts (an instruction may be long, and any character)."""
-    import hashlib
-
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:8]
-
-
-def _load_tokenizer(path: Path, max_length: int) -> tuple[Tokenizer, int]:
-    """The tokenizer, cutting at ``max_length`` with the rest kept as overflow (embed() runs
-    it as further windows), and its pad id; padding is done per batch of pieces."""
-    from tokenizers import Tokenizer
-
-    try:
-        tok = Tokenizer.from_file(str(path))
-    except Exception as exc:  # corrupt or foreign-format file
-        raise EmbedderError(f"cannot read tokenizer {path}: {exc}") from exc
-    tok.enable_truncation(max_length=max_length)
-    # Keep the file's pad token if it names one; BERT vocabularies use [PAD] = 0.
-    pad_token = (tok.padding or {}).get("pad_token") or "[PAD]"
-    pad_id = tok.token_to_id(pad_token)
-    tok.no_padding()
-    return tok, pad_id if pad_id is not None else 0
-
-
-def _lowercase_if_uncased(tok: Tokenizer) -> bool:
-    """Lowercase the input when the vocabulary has no capital letters but the tokenizer keeps
-    them (m3e ships bert-base-chinese's lowercase vocabulary with ``lowercase: false``): every
-    capitalised word — names, sentence starts, KTV — would otherwise become [UNK], and an
-    English memory would lose exactly its most telling words. Returns whether it did."""
-    from tokenizers import normalizers
-
-    # Markers such as [UNK] or <S> are not words: look at word pieces made of letters only.
-    pieces = (t.removeprefix("##") for t in tok.get_vocab())
-    cased = any(p.isalpha() and any("A" <= ch <= "Z" for ch in p) for p in pieces)
-    if cased:
-        return False
-    current = tok.normalizer
-    lower = normalizers.Lowercase()
-    tok.normalizer = lower if current is None else normalizers.Sequence([current, lower])
-    return True
-
-
-class _Node(Protocol):
-    name: str
-    shape: list[int | str | None]
-
-
-class _Session(Protocol):
-    """What the embedder uses of an onnxruntime InferenceSession (onnxruntime has no types)."""
-
-    def get_inputs(self) -> list[_Node]: ...
-
-    def get_outputs(self) -> list[_Node]: ...
-
-    def run(self, output_names: list[str], input_feed: dict[str, np.ndarray]) -> list[Any]: ...
-
-
-def _load_session(path: Path, threads: int) -> _Session:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads > 0:
-        opts.intra_op_num_threads = threads
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    try:
-        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise EmbedderError(f"cannot load ONNX model {path}: {exc}") from exc
-
-
-def download_model(model_id: str, variant: Variant = "int8") -> Path:
-    """Fetch (or reuse from the hub cache) only the chosen ONNX file and the tokenizer files."""
-    from huggingface_hub import snapshot_download
-
-    onnx_names = list(_ONNX_NAMES[variant])  # only the variant asked for: the others are big
-    files = [*onnx_names, *(f"{n}_data" for n in onnx_names), *_HUB_SIDE_FILES]
-    patterns = [f"{sub}/{f}" if sub else f for sub in _SUBDIRS for f in files]
-    try:
-        path = Path(snapshot_download(model_id, allow_patterns=patterns))
-    except Exception as exc:  # offline, unknown repo, gated, network down ...
-        reason = _first_sentence(str(exc)) or "no details"
-        raise EmbedderError(
-            f"cannot fetch embedding model {model_id!r} from the hub ({type(exc).__name__}: "
-            f"{reason}); download it elsewhere and set KEMEM_MODEL_DIR to its directory"
-        ) from exc
-    if _find(path, onnx_names) is None:
-        raise EmbedderError(
-            f"hub model {model_id!r} has no {variant} ONNX file (looked for "
-            f"{', '.join(onnx_names)} at the root and in onnx/); try "
-            f"KEMEM_MODEL_VARIANT={_other(variant)}, or export one and set KEMEM_MODEL_DIR"
-        )
-    return path
-
-
-def _first_sentence(message: str, limit: int = 160) -> str:
-    """Hub errors run to several lines; the first sentence says what went wrong."""
-    line = message.strip().split("\n", 1)[0]
-    sentence = line.split(". ", 1)[0].rstrip(".")
-    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
 
 
 _CACHE: dict[tuple[object, ...], Embedder] = {}

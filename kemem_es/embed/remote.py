@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
-from kemem_es.embed.onnx import EmbedderError, _short_hash
+from kemem_es.embed.files import EmbedderError, short_hash
 
 if TYPE_CHECKING:
     import httpx
@@ -122,7 +122,7 @@ class RemoteEmbedder:
         host = self.url.host + (f":{self.url.port}" if self.url.port else "")
         extra = []
         if self.query_prefix or self.document_prefix:
-            extra.append("prefixes " + _short_hash(self.query_prefix, self.document_prefix))
+            extra.append("prefixes " + short_hash(self.query_prefix, self.document_prefix))
         if not self.normalize:
             extra.append("not normalised")
         tail = f" ({', '.join(extra)})" if extra else ""

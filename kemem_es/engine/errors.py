@@ -61,8 +61,9 @@ REMEDIES = {
     "index_not_found": "nothing indexed under this prefix yet: run `kemem-es init` / "
     "`kemem-es index`",
     "already[_ ]closed": "OpenSearch 3.5 closed this index's vector file after a scroll over "
-    "it (k-NN issues 3191, 3458; docs/operations.md): close and reopen the index, or restart the "
-    "node, and page with search_after instead of scrolling",
+    "it (k-NN issues 3191, 3458; docs/operations.md): close and reopen the index "
+    "(`kemem-es doctor --agent A --reopen`) or restart the node, and page with search_after "
+    "instead of scrolling",
 }
 
 

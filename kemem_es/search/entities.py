@@ -21,7 +21,7 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine.dialect import Dialect
-from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
+from kemem_es.search.clauses import SearchWord, coverage_clauses, match_clauses
 from kemem_es.search.events import vec_scale
 from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
@@ -97,21 +97,7 @@ def entity_body(
     (``entity_vec_floor``/``entity_vec_ceil``); without a dialect/vector, or with a vector
     weight of 0 (English), coverage alone (the nearest entities in meaning are candidates
     still: a tier searched on its keyword may hold the query's words in its description)."""
-    shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
-    should = keyword_clauses(words, shared)
-    for tier in TIERS:
-        extra = {f: w for f, w in tier.fields.items() if f not in SHARED_FIELDS}
-        clauses = keyword_clauses(words, extra) if extra else []
-        if clauses:
-            should.append(
-                {
-                    "bool": {
-                        "filter": [{"terms": {"kind": list(tier.kinds)}}],
-                        "should": clauses,
-                        "minimum_should_match": 1,
-                    }
-                }
-            )
+    should = _keyword_candidates(words)
     if not should:
         return None
     scope = [
@@ -150,32 +136,64 @@ def entity_body(
         "query": {"bool": query},
     }
     if dialect is not None and vector is not None and params.entity_weights.vec > 0:
-        # The vector term is added to the best candidates only (a rescore window): scoring it
-        # on every keyword candidate of a 20k-entity official database costs ~10 ms.
-        _, span = vec_scale(params, entity=True)
-        weight = params.entity_weights.vec / span
-        if dialect.native:  # no script: a knn clause over every candidate
-            filters = [*scope, candidates]
-            rescore = dialect.vector_clause(VECTOR_FIELD, vector, dialect.NATIVE_K, filters, weight)
-        else:
-            vec_fn = dialect.vector_function(VECTOR_FIELD, vector, weight)
-            rescore = {
-                "function_score": {
-                    "query": {"match_all": {}},
-                    "functions": [vec_fn],
-                    "boost_mode": "replace",
-                }
-            }
-        body["rescore"] = {
-            "window_size": max(2 * window, RESCORE_WINDOW),
-            "query": {
-                "rescore_query": rescore,
-                "query_weight": 1.0,
-                "rescore_query_weight": 1.0,
-                "score_mode": "total",
-            },
-        }
+        body["rescore"] = _vector_rescore(params, dialect, vector, [*scope, candidates], window)
     return body
+
+
+def _keyword_candidates(words: Sequence[SearchWord]) -> list[dict[str, Any]]:
+    """The keyword clauses that make an entity a candidate: the fields every tier shares, then
+    each tier's own fields within its kinds."""
+    # Candidates are a filter (scored by coverage and the cosine): which entities a word
+    # matches, not how much, so unscored clauses, a few per field (match_clauses, issue 42)
+    should = match_clauses(words, SHARED_FIELDS)
+    for tier in TIERS:
+        extra = [f for f in tier.fields if f not in SHARED_FIELDS]
+        clauses = match_clauses(words, extra) if extra else []
+        if clauses:
+            should.append(
+                {
+                    "bool": {
+                        "filter": [{"terms": {"kind": list(tier.kinds)}}],
+                        "should": clauses,
+                        "minimum_should_match": 1,
+                    }
+                }
+            )
+    return should
+
+
+def _vector_rescore(
+    params: QueryParams,
+    dialect: Dialect,
+    vector: Sequence[float],
+    filters: list[dict[str, Any]],
+    window: int,
+) -> dict[str, Any]:
+    """The vector term, added to the best candidates only (a rescore window): scoring it on
+    every keyword candidate of a 20k-entity official database costs ~10 ms. ``filters``: the
+    scope and the candidates (a native dialect's knn clause runs over every candidate)."""
+    _, span = vec_scale(params, entity=True)
+    weight = params.entity_weights.vec / span
+    if dialect.native:  # no script: a knn clause over every candidate
+        rescore = dialect.vector_clause(VECTOR_FIELD, vector, dialect.NATIVE_K, filters, weight)
+    else:
+        vec_fn = dialect.vector_function(VECTOR_FIELD, vector, weight)
+        rescore = {
+            "function_score": {
+                "query": {"match_all": {}},
+                "functions": [vec_fn],
+                "boost_mode": "replace",
+            }
+        }
+    return {
+        "window_size": max(2 * window, RESCORE_WINDOW),
+        "query": {
+            "rescore_query": rescore,
+            "query_weight": 1.0,
+            "rescore_query_weight": 1.0,
+            "score_mode": "total",
+        },
+    }
 
 
 def entity_offset(params: QueryParams, with_vector: bool) -> float:

@@ -35,11 +35,37 @@ def _which(description: str) -> str | None:
     return None
 
 
-def signals_from_explanation(explanation: dict[str, Any]) -> Signals:
+def _native_terms(explanation: dict[str, Any]) -> tuple[float, float]:
+    """Native scoring's (vec, strength) contributions: the ``knn`` clauses' scores (a dis_max
+    of them counts its value, the best one) and the ``distance_feature`` clause's."""
+    vec = strength = 0.0
+    stack = [explanation]
+    while stack:
+        node = stack.pop()
+        description = str(node.get("description", ""))
+        details = node.get("details", [])
+        if description.startswith("within top"):
+            vec += float(node["value"])
+        elif description.startswith("Distance score"):
+            strength += float(node["value"])
+        elif description.startswith("max ") and any(
+            str(d.get("description", "")).startswith("within top") for d in details
+        ):
+            vec += float(node["value"])  # one scope's / the best sentence's clause
+        else:
+            stack.extend(details)
+    return vec, strength
+
+
+def signals_from_explanation(
+    explanation: dict[str, Any], native: tuple[float, float] | None = None
+) -> Signals:
     """The raw [0, 1] value of each signal (0 for a signal whose weight was 0) and the BM25.
 
     With sentence vectors, ``vec`` is the term the score holds: the whole query's and the best
-    sentence's values averaged by their weights, (1 − s)·whole + s·best."""
+    sentence's values averaged by their weights, (1 − s)·whole + s·best. ``native``: (the vec
+    clauses' total boost × knn scale, the strength weight) under native scoring, where vec and
+    strength are query clauses (``knn``, ``distance_feature``), not functions."""
     values = {"kw": 0.0, "vec": 0.0, "time": 0.0, "strength": 0.0}
     bm25 = 0.0
     whole: tuple[float, float] | None = None  # (value, weight) of the whole query's vector
@@ -62,7 +88,11 @@ def signals_from_explanation(explanation: dict[str, Any]) -> Signals:
         if name == "kw":
             inner = details[0].get("details", [])
             bm25 = float(inner[0]["value"]) if inner else 0.0
-    if best is not None:
+    if native is not None:
+        vec, strength = _native_terms(explanation)
+        values["vec"] = vec / native[0] if native[0] > 0 else 0.0
+        values["strength"] = strength / native[1] if native[1] > 0 else 0.0
+    elif best is not None:
         parts = [p for p in (whole, best) if p is not None]
         total = sum(w for _, w in parts)
         values["vec"] = sum(v * w for v, w in parts) / total if total > 0 else 0.0

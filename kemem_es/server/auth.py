@@ -8,32 +8,13 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from fastapi import Request
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kemem_es.server.access import OPEN, Access
 from kemem_es.server.errors import ApiError, refusal
-
-
-@dataclass(frozen=True)
-class Access:
-    """What the caller may touch: ``agents`` None means every agent (no keys, or ``"*"``)."""
-
-    agents: frozenset[str] | None
-
-    def check(self, agent_id: str) -> None:
-        if self.agents is not None and agent_id not in self.agents:
-            raise ApiError(
-                403,
-                "forbidden",
-                f"this API key may not serve agent_id {agent_id!r}",
-                field="agent_id",
-            )
-
-
-OPEN = Access(None)
 
 
 class KeyRing:
@@ -106,3 +87,6 @@ class KeyCheck:
                 await refusal(exc.status, exc.code, exc.message)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+__all__ = ["OPEN", "Access", "KeyCheck", "KeyRing", "authenticate"]

@@ -19,6 +19,7 @@ from kemem_es.errors import (
     EngineUnavailable,
     ExtractionError,
     ExtractorNotConfigured,
+    Forbidden,
     InvalidInput,
     KememError,
     MappingConflict,
@@ -125,6 +126,8 @@ def kemem_error_response(exc: KememError, engine_url: str | None = None) -> JSON
         return error_response(422, "invalid_input", msg, exc.field, **extra)
     if isinstance(exc, NotFound):
         return error_response(404, "not_found", msg)
+    if isinstance(exc, Forbidden):
+        return error_response(403, "forbidden", msg, exc.field)
     if isinstance(exc, ConcurrentChange):  # other writers kept winning: worth a retry soon
         resp = error_response(409, "conflict", msg)
         resp.headers["Retry-After"] = "1"

@@ -87,7 +87,7 @@ ROUTE_STATUSES: dict[str, tuple[int, ...]] = {
     "getMemoryHistory": (401, 403, 404, 422, 503),
     # the proxy: besides these, the upstream's own error statuses pass through as it sent them
     "chatCompletions": (401, 403, 502, 503, 504),
-    "responses": (401, 403, 502, 503, 504),
+    "responses": (401, 403, 404, 502, 503, 504),
     "proxyUsage": (401, 403, 422),
 }
 # A route not listed above (added later): the statuses a scoped engine route can answer.

@@ -87,9 +87,7 @@ def _km(request: Request) -> AsyncKemem:
 
 def _agent(request: Request, access: Access, agent_id: str | None) -> str:
     """The call's agent (the default when omitted), checked against the key."""
-    agent = agent_id if agent_id is not None else _km(request).settings.default_agent_id
-    access.check(agent)
-    return agent
+    return access.agent(agent_id, _km(request).settings.default_agent_id)
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,7 @@ async def _run(
     """The query; with degrade on (``KEMEM_SERVER_DEGRADE``, the default) an engine that is
     down or slow gives an empty answer marked degraded (and the header) instead of a 503."""
     km: AsyncKemem = request.app.state.kemem
-    agent = body.agent_id if body.agent_id is not None else km.settings.default_agent_id
-    access.check(agent)
+    agent = access.agent(body.agent_id, km.settings.default_agent_id)
     special = {"query", "user_id", "agent_id", "threshold", "session_id"}
     options: dict[str, Any] = {
         name: getattr(body, name) for name in body.model_fields_set - special

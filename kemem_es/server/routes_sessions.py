@@ -56,9 +56,7 @@ def _km(request: Request) -> AsyncKemem:
 
 
 def _agent(request: Request, access: Access, agent_id: str | None) -> str:
-    agent = agent_id if agent_id is not None else _km(request).settings.default_agent_id
-    access.check(agent)
-    return agent
+    return access.agent(agent_id, _km(request).settings.default_agent_id)
 
 
 @router.post("/v1/context", summary="The memory context of a chat turn, within a token budget")

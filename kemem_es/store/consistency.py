@@ -35,7 +35,14 @@ from kemem_es.contract.memory import Action
 from kemem_es.engine.errors import activity, check_bulk, check_shards
 from kemem_es.models import Database, MemoryKind
 from kemem_es.store import history
-from kemem_es.store.layout import HEAVY_FIELDS, KINDS, UID_FIELD, history_alias, index_alias
+from kemem_es.store.layout import (
+    HEAVY_FIELDS,
+    KINDS,
+    SUPERSEDED_BY,
+    UID_FIELD,
+    history_alias,
+    index_alias,
+)
 from kemem_es.store.scope import Scope, scope_of_source
 
 if TYPE_CHECKING:
@@ -47,13 +54,21 @@ RECOVERED = "recovered"
 
 # -- the per-process cache of versions known recorded -------------------------------------------
 _KNOWN_MAX = 20_000
-_known: OrderedDict[tuple[str, str], str] = OrderedDict()  # (cluster, uid) → content_hash
+_known: OrderedDict[tuple[str, str], str] = OrderedDict()  # (cluster, uid) → version()
 _known_lock = threading.Lock()
 
 
-def known(engine: Engine, uid: str, content_hash: str | None) -> bool:
+def version(source: dict[str, Any]) -> str | None:
+    """What a history entry must record of a stored memory: its content, and whether a newer
+    fact superseded it (a mark that changes no text)."""
+    content = source.get("content_hash")
+    return f"{content}|{source.get(SUPERSEDED_BY) or ''}" if content else None
+
+
+def known(engine: Engine, uid: str, source: dict[str, Any]) -> bool:
+    v = version(source)
     with _known_lock:
-        return content_hash is not None and _known.get((engine.url, uid)) == content_hash
+        return v is not None and _known.get((engine.url, uid)) == v
 
 
 def note_recorded(engine: Engine, entries: list[dict[str, Any]]) -> None:
@@ -63,8 +78,8 @@ def note_recorded(engine: Engine, entries: list[dict[str, Any]]) -> None:
             key = (engine.url, str(e.get("uid")))
             if e.get("event") in GONE:
                 _known.pop(key, None)
-            elif isinstance(e.get("new"), dict) and e["new"].get("content_hash"):
-                _known[key] = e["new"]["content_hash"]
+            elif isinstance(e.get("new"), dict) and (v := version(e["new"])):
+                _known[key] = v
                 _known.move_to_end(key)
         while len(_known) > _KNOWN_MAX:
             _known.popitem(last=False)
@@ -99,6 +114,8 @@ def records(source: dict[str, Any], entry: dict[str, Any] | None) -> bool:
     if entry is None or entry.get("event") in GONE:
         return False
     new = entry.get("new") or {}
+    if source.get(SUPERSEDED_BY) != new.get(SUPERSEDED_BY):  # a mark changes no text
+        return False
     if source.get("content_hash") and new.get("content_hash"):
         return bool(new["content_hash"] == source["content_hash"])
     return bool(new.get("description") == source.get("description"))  # older entries
@@ -143,7 +160,7 @@ def ensure_recorded(
     """A retry's check: the stored memory's newest entry is its version, else it is recorded
     now (reason ``recovered``). True when an entry was missing."""
     uid = scope.doc_id(str(source["id"]))
-    if known(engine, uid, source.get("content_hash")):
+    if known(engine, uid, source):
         return False
     last = newest(engine, [uid]).get(uid)
     if records(source, last):

@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 from kemem_es.errors import InvalidInput
 from kemem_es.models import META_KEY, check_utf8, parse_time
-from kemem_es.store.documents import date_value
 
 FieldType = Literal["keyword", "number", "date"]
 
@@ -185,6 +184,10 @@ def _meta_clause(key: str, op: str, value: Any, where: str) -> dict[str, Any]:
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             raise _bad(where, "expects a number or a date")
         if isinstance(v, str):
+            # Imported here: documents → contract → contract.params → this module, so a
+            # module-level import works only when contract happens to load first.
+            from kemem_es.store.documents import date_value
+
             # the date sub-field holds what documents.date_value gives, in the same form
             when = date_value(_text(v, where))
             sub, v = ("date", when) if when is not None else ("kw", v)

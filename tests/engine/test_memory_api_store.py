@@ -295,7 +295,7 @@ def test_abandoned_listings_hold_few_points_in_time_briefly(kemem, monkeypatch, 
     never closes its point in time: each held an engine context for 10 minutes, and 150 first
     pages used up the cluster's limit of 300. This process holds at most PIT_MAX_OPEN, each
     kept alive 2 minutes; past that a listing pages the live indices, with no WARNING each."""
-    from kemem_es.store import crud
+    from kemem_es.store.crud import pits as crud  # the listing's point-in-time budget
 
     kemem.init()
     kemem.index_records([{**A, **_event(i)} for i in range(6)], "events")
@@ -331,10 +331,11 @@ def test_delete_all_deletes_memories_updated_or_added_while_it_runs(kemem, monke
     """Paged by updatetime, a memory updated before delete_all reached it moved ahead of the
     cursor and survived; one added meanwhile survived too."""
     from kemem_es.store import crud
+    from kemem_es.store.crud import deletes
 
     kemem.init()
     kemem.index_records([{**A, **_event(i)} for i in range(20)], "events")
-    monkeypatch.setattr(crud, "DELETE_PAGE", 5)
+    monkeypatch.setattr(deletes, "DELETE_PAGE", 5)
     real = crud.Crud.delete_sources
     calls = []
 

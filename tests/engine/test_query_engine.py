@@ -167,9 +167,6 @@ def test_now_at_the_edges_of_the_time_rule_is_answered(km, now: str) -> None:
         assert {"old", "new"} <= set(ids(resp)) and not resp.additional_info.degraded
 
 
-@pytest.mark.es_node_lacks(
-    "Painless: it reads explain's per-signal breakdown, which native scoring does not give"
-)
 def test_keyword_only_and_vector_only_hits_both_surface(km) -> None:
     resp = q(km, "最近总是失眠，晚上睡不着", explain=True)
     got = ids(resp)
@@ -407,9 +404,6 @@ def test_query_before_init_is_a_clear_error(kemem) -> None:
         kemem.query("最近总是失眠", user_id=U1, agent_id=A)
 
 
-@pytest.mark.es_node_lacks(
-    "Painless: it reads explain's per-signal breakdown, which native scoring does not give"
-)
 def test_sentence_vectors_are_scored_by_the_engine_as_documented(km) -> None:
     """vector mode: score = ((1 − s)·(1 + cos_whole)/2 + s·max_j (1 + cos_j)/2 − lo) / span, with
     the stored vectors and the query's own (rounded) vectors."""

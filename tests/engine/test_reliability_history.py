@@ -156,3 +156,45 @@ def test_kemem_es_doctor_reopens_reports_and_repairs(kemem) -> None:
     assert run.exit_code == 0 and "0 unrecorded versions, 0 unrecorded deletions" in run.output
     assert kemem.get("a", **A).text == "木木喜欢桂林米粉"  # the reopened index still serves
     assert kemem.history("a", **A)[-1].reason == "recovered"
+
+
+def fact(mid: str, text: str, when: str) -> dict:
+    return {"id": mid, "entity_name": "木木", "entity_type": "客体", "kind": "用户属性",
+            "description": text, "updatetime": when}  # fmt: skip
+
+
+def test_a_retried_add_completes_a_supersession_the_history_block_cut_short(kemem) -> None:
+    """Facts that change under the same fault: with history refusing writes, the add of a new
+    fact of a subject's slot stops after its memory is written, before the old fact is marked
+    superseded. Its retry marks it and records both; the repair finds a superseded mark whose
+    history entry is missing (the text did not change, the state did)."""
+    from kemem_es.store.scope import Scope
+
+    kemem.init()
+    E = {**A, "kind": "entities"}
+    kemem.add(fact("old", "木木住在北京", "2025-03-01"), **E)
+    new = fact("new", "木木搬到杭州住了", "2025-09-01")
+    with history_read_only(kemem), pytest.raises(KememError, match="history"):
+        kemem.add(new, **E)
+    assert kemem.get("old", **A).superseded_by is None  # cut short before the mark
+    # The retry: the new memory is already stored (NOOP), the old one is superseded now.
+    (again,) = kemem.add(new, **E)
+    assert again.event == "NOOP" and again.superseded == ["old"]
+    assert kemem.get("old", **A).superseded_by == "new"
+    assert scan(kemem, set()) == []
+    marks = [e for e in kemem.history("old", **A) if e.reason == "superseded"]
+    assert [e.event for e in marks] == ["UPDATE"]
+    assert kemem.repair_history(**A, dry_run=True).consistent
+
+    # The mark written, its own entry refused: the repair sees the stored state the history
+    # lacks (same text, now superseded), and records it once.
+    kemem.add(fact("job", "木木在银行工作", "2025-01-01"), **E)
+    with history_read_only(kemem), pytest.raises(KememError):
+        kemem.memories.mark_superseded(Scope.of(**A), "entities", "job", "new")
+    assert kemem.get("job", **A).superseded_by == "new"
+    dry = kemem.repair_history(**A, dry_run=True)
+    assert dry.unrecorded_versions == ["job"]
+    assert kemem.repair_history(**A).repaired == 1
+    assert kemem.repair_history(**A, dry_run=True).consistent
+    last = [e for e in kemem.history("job", **A) if e.event != "NOOP"][-1]
+    assert last.event == "UPDATE" and last.reason == "recovered"

@@ -21,26 +21,21 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
 
-from proxy_stub import ANSWER, Upstream, serve_upstream  # noqa: E402
-from support import HangingProxy, cli_env, drop_prefix, serve_process  # noqa: E402
+from proxy_stub import ANSWER, Upstream, memory_store, proxy_env, serve_upstream  # noqa: E402
+from support import HangingProxy, serve_process  # noqa: E402
 
 from kemem_es import Kemem  # noqa: E402
 
 KEYS = {"key-a": ["agent_a"], "key-b": ["agent_b"], "key-root": ["*"]}
 SECRET = "sk-upstream-secret-0123456789"
-MEMORY = "木木养了一只叫豆包的柯基，每天早上带它去公园散步"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
 def store(engine_settings: Any, embedder: Any) -> Iterator[Kemem]:
-    km = Kemem(engine_settings.model_copy(update={"index_prefix": f"test-{uuid.uuid4().hex[:8]}"}))
-    km.embedder = embedder
-    km.init()
-    km.add(MEMORY, user_id="u1", agent_id="agent_a", refresh=True)
-    yield km
-    drop_prefix(km)
+    with memory_store(engine_settings, embedder) as km:
+        yield km
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +45,7 @@ def upstream() -> Iterator[Upstream]:
 
 
 def _env(store: Kemem, up: Upstream, **extra: str) -> dict[str, str]:
-    return cli_env(
-        store,
-        KEMEM_SERVER_API_KEYS=json.dumps(KEYS),
-        KEMEM_PROXY_UPSTREAM_URL=up.url,
-        KEMEM_PROXY_UPSTREAM_KEY=SECRET,
-        KEMEM_DEFAULT_AGENT_ID="agent_a",
-        **extra,
-    )
+    return proxy_env(store, up, KEYS, KEMEM_PROXY_UPSTREAM_KEY=SECRET, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -146,12 +134,15 @@ def test_a_stream_is_relayed_chunk_by_chunk(proxy: str, up: Upstream, store: Kem
     assert info["injected"] and "豆包" in _system(up.last())
     turns = _stored(store, session, 2)
     assert [t.content for t in turns] == ["豆包最近怎么样？", "".join(ANSWER)]
+    time.sleep(1)  # stored once
+    assert len(store.session_messages(session, user_id="u1", agent_id="agent_a")) == 2
 
 
 def test_a_client_that_leaves_mid_stream_stores_nothing(
     proxy: str, up: Upstream, store: Kemem
 ) -> None:
     session = f"s-{uuid.uuid4().hex[:8]}"
+    counted = _usage_row(proxy)
     up.hold = True
     with httpx.stream(
         "POST",
@@ -169,6 +160,13 @@ def test_a_client_that_leaves_mid_stream_stores_nothing(
     up.gate.set()
     time.sleep(2)
     assert store.session_messages(session, user_id="u1", agent_id="agent_a") == []
+    assert _usage_row(proxy) == counted  # nor counted: the answer never reached the client
+
+
+def _usage_row(url: str) -> dict[str, int] | None:
+    """Agent A's usage row for u1 (None before its first request)."""
+    rows = httpx.get(f"{url}/v1/usage", headers={"Authorization": "Bearer key-a"}).json()
+    return next((r for r in rows["results"] if r["user_id"] == "u1"), None)
 
 
 def test_responses_keep_the_session_of_previous_response_id(
@@ -204,9 +202,11 @@ def test_upstream_errors_pass_through_without_the_key(proxy: str, up: Upstream) 
         up.fail = (status, {"error": {"message": "slow down", "type": "rate_limit"}})
         with pytest.raises(exc) as caught:
             c.chat.completions.create(model="m", messages=[{"role": "user", "content": "在吗"}])
-        assert caught.value.status_code == status
-        text = caught.value.response.text
-        assert SECRET not in text and "***" in text
+        with pytest.raises(exc) as also:  # the Responses API's the same
+            c.responses.create(model="m", input="在吗", stream=True)
+        for err in (caught.value, also.value):
+            assert err.status_code == status
+            assert SECRET not in err.response.text and "***" in err.response.text
 
 
 def test_a_key_cannot_inject_or_store_into_another_agent(
@@ -236,8 +236,8 @@ def test_usage_per_agent_and_user(proxy: str, up: Upstream) -> None:
     client(proxy).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "豆包最近怎么样？"}]
     )
-    rows = httpx.get(f"{proxy}/v1/usage", headers={"Authorization": "Bearer key-a"}).json()
-    row = next(r for r in rows["results"] if r["agent_id"] == "agent_a" and r["user_id"] == "u1")
+    row = _usage_row(proxy)
+    assert row is not None and row["agent_id"] == "agent_a"
     assert row["prompt_tokens"] >= 50 and row["completion_tokens"] >= 7
     assert row["memory_tokens"] > 0
     other = httpx.get(f"{proxy}/v1/usage", headers={"Authorization": "Bearer key-b"}).json()
@@ -259,11 +259,26 @@ def test_engine_down_still_answers_degraded(store: Kemem, upstream: Upstream) ->
                 model="m", messages=[{"role": "user", "content": "豆包最近怎么样？"}]
             )
             took = time.monotonic() - start
+            first = client(url).responses.create(model="m", input="豆包最近怎么样？")
+            # a chain this process answered goes on without the engine (kept in memory too)
+            second = client(url).responses.create(
+                model="m", input="它呢？", previous_response_id=first.id
+            )
+            # one it did not: whose it is cannot be checked, so it is not forwarded
+            with pytest.raises(openai.APIStatusError) as caught:
+                client(url).responses.create(model="m", input="在吗", previous_response_id="r-x")
+    assert caught.value.status_code == 503
+    assert caught.value.response.json()["error"]["field"] == "previous_response_id"
+    for answer in (first, second):
+        assert answer.output_text == "".join(ANSWER)
+        assert answer.to_dict()["memory_info"]["degraded"]
+    session = first.to_dict()["memory_info"]["session_id"]
+    assert second.to_dict()["memory_info"]["session_id"] == session
     assert resp.choices[0].message.content == "".join(ANSWER)
     info = resp.to_dict()["memory_info"]
     assert info["degraded"] and not info["injected"], info
     assert hanging.url.split("//")[1] not in info["degraded"]
-    assert "豆包" not in _system(upstream.last())
+    assert "豆包" not in _system(upstream.requests[0])
     assert took < 15
 
 

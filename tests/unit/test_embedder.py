@@ -159,7 +159,7 @@ def _wordpiece(vocab: list[str]) -> object:
 def test_an_uncased_vocabulary_gets_lowercased_input() -> None:
     """m3e's vocabulary has no capitals but its tokenizer keeps them: without lowercasing,
     every capitalised word (a name, KTV) is [UNK]."""
-    from kemem_es.embed.onnx import _lowercase_if_uncased
+    from kemem_es.embed.loading import lowercase_if_uncased as _lowercase_if_uncased
 
     vocab = ["[UNK]", "[CLS]", "<S>", "emma", "told", "nova", "ktv", "##s"]
     tok = _wordpiece(vocab)

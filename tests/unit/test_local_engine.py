@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kemem_es.config import get_settings
-from kemem_es.engine import jdk, local
+from kemem_es.engine import jdk, local, local_install, local_process
 from kemem_es.engine.jdk import ENGINES, Jdk, choose, find_jdks, major_of
 from kemem_es.engine.local import LocalEngine, java_major
 from kemem_es.errors import EngineSetupError, InvalidInput
@@ -156,11 +156,11 @@ def test_every_engine_has_its_pom() -> None:
 
 # -- layout, upgrade, errors ------------------------------------------------------------------
 def test_missing_maven_says_what_to_install(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(local.shutil, "which", lambda name: None)
+    monkeypatch.setattr(local_install.shutil, "which", lambda name: None)
     with pytest.raises(EngineSetupError, match=r"Maven \(mvn\) is not on the PATH"):
         LocalEngine(get_settings(home=tmp_path)).install(version="3.5")
     # A forced version is installed without looking for a JDK.
-    monkeypatch.setattr(local, "find_jdks", lambda *a: pytest.fail("looked for a JDK"))
+    monkeypatch.setattr(local_process, "find_jdks", lambda *a: pytest.fail("looked for a JDK"))
     with pytest.raises(EngineSetupError, match=r"Maven \(mvn\)"):
         LocalEngine(get_settings(home=tmp_path, engine_version="2.19")).install()
 

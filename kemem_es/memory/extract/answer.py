@@ -135,11 +135,31 @@ def _parse(
         )
     ignored = [str(k) for k in answer if k not in ("events", "entities")]
     problems: list[str] = []
-    events: dict[str, dict[str, Any]] = {}
-    entities: dict[str, dict[str, Any]] = {}
-    judged: list[Judgement | None] = []
     now_text = now.isoformat()
+    events = _read_events(answer, now, now_text, problems, ignored)
+    entities, judged = _read_entities(answer, now_text, labels, problems, ignored)
 
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ExtractionError(
+            f"the extractor's answer is not valid memory JSON: {problems[0]}{more}; "
+            "nothing was stored",
+            problems,
+        )
+    # A last check on exactly what is handed out: the record models, as the writer will see it.
+    for data in events.values():
+        EventRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
+    for data in entities.values():
+        EntityRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
+    return Extraction(list(events.values()), list(entities.values()), ignored, judged)
+
+
+def _read_events(
+    answer: dict[str, Any], now: datetime, now_text: str, problems: list[str], ignored: list[str]
+) -> dict[str, dict[str, Any]]:
+    """The answer's events as record data, by memory id (the first of a repeated one); what
+    is wrong goes to ``problems``, unknown fields to ``ignored``."""
+    events: dict[str, dict[str, Any]] = {}
     raw_events, bad = _items(answer, "events")
     problems += bad
     for i, item in enumerate(raw_events):
@@ -169,7 +189,17 @@ def _parse(
             "created_at": _aware(record.created_at, now).isoformat(),
         }
         events.setdefault(record.memory_id(), out)
+    return events
 
+
+def _read_entities(
+    answer: dict[str, Any], now_text: str, labels: Mapping[str, str] | None,
+    problems: list[str], ignored: list[str],
+) -> tuple[dict[str, dict[str, Any]], list[Judgement | None]]:  # fmt: skip
+    """The answer's entities as record data, by memory id, with each one's judgement (the
+    judge's fields); what is wrong goes to ``problems``, unknown fields to ``ignored``."""
+    entities: dict[str, dict[str, Any]] = {}
+    judged: list[Judgement | None] = []
     raw_entities, bad = _items(answer, "entities")
     problems += bad
     for i, item in enumerate(raw_entities):
@@ -192,17 +222,4 @@ def _parse(
         if entity.memory_id() not in entities:
             entities[entity.memory_id()] = out
             judged.append(judgement)
-
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ExtractionError(
-            f"the extractor's answer is not valid memory JSON: {problems[0]}{more}; "
-            "nothing was stored",
-            problems,
-        )
-    # A last check on exactly what is handed out: the record models, as the writer will see it.
-    for data in events.values():
-        EventRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
-    for data in entities.values():
-        EntityRecord.model_validate({"agent_id": _SCOPE_PLACEHOLDER, **data})
-    return Extraction(list(events.values()), list(entities.values()), ignored, judged)
+    return entities, judged

@@ -1,0 +1,124 @@
+"""Native against script scoring: query latency on one kept store, interleaved query by query.
+
+    python -m bench.latency --scale 100000 --keep --no-throughput --prefix 'bench-es-lat-{n}'
+    python -m bench.scoring_latency --scale 100000 [--prefix 'bench-es-lat-{n}'] \
+        [--sides script,native] [--url URL] [--queries 200 --warmup 20] [--out FILE.json]
+
+bench.latency builds (and keeps) the store; this measures bench.latency's scenarios (per_user:
+the heavy user's scope, exact, + the official db on the auto path; large_approx, large_exact: a
+light user, the official db of size N) with one Kemem per side (``KEMEM_SCORING`` script,
+native or auto, on the same engine and the same documents), each query asked by every side in
+turn, the order alternating from one query to the next, so the machine's load falls on both
+alike. Per side and scenario: p50/p95/p99 of the query's total and of its event search, and the
+ratio native / script of each. The load average is recorded before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import scale
+from bench.common import cli_main, make_kemem, percentiles, stamp
+from bench.latency import QUERY_OPTS, SCENARIOS
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    prefix = args.prefix.format(n=args.scale)
+    sides = args.sides.split(",")
+    extra = {"es_url": args.url} if args.url else {}
+    kms = {s: make_kemem(prefix, scoring=s, **extra) for s in sides}
+    texts = scale.queries(args.warmup + args.queries, args.seed + 4)
+    warm, measured = texts[: args.warmup], texts[args.warmup :]
+    out: dict[str, Any] = {
+        "scale": args.scale,
+        "prefix": prefix,
+        "sides": {s: km.engine.dialect.scoring for s, km in kms.items()},
+        "load_before": os.getloadavg(),
+        "scenarios": {},
+    }
+    for name, opts in SCENARIOS.items():
+        if args.scenarios and name not in args.scenarios:
+            continue
+        timings: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
+        for i, text in enumerate([*warm, *measured]):
+            order = sides if i % 2 else sides[::-1]
+            for s in order:
+                resp = kms[s].query(text, agent_id="a1", **QUERY_OPTS, **opts)
+                if i >= len(warm):
+                    timings[s].append(dict(resp.additional_info.timings_ms))
+        res: dict[str, Any] = {"options": {**QUERY_OPTS, **opts}}
+        for s in sides:
+            res[s] = {
+                stage: percentiles(t.get(stage, 0.0) for t in timings[s])
+                for stage in ("total", "search_events")
+            }
+        if len(sides) == 2:
+            a, b = sides
+            res["ratio"] = {
+                stage: {
+                    p: round(res[b][stage][p] / res[a][stage][p], 3) if res[a][stage][p] else None
+                    for p in ("p50", "p95", "p99")
+                }
+                for stage in ("total", "search_events")
+            }
+        out["scenarios"][name] = res
+        line = "; ".join(
+            f"{s} total p50/p95/p99 {res[s]['total']['p50']}/{res[s]['total']['p95']}/"
+            f"{res[s]['total']['p99']} ms (search_events p50 {res[s]['search_events']['p50']})"
+            for s in sides
+        )
+        print(f"  {name}: {line}; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    out["load_after"] = os.getloadavg()
+    out["stamp"] = stamp(next(iter(kms.values())))
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    sides = list(result["sides"])
+    lines = [
+        f"**Scale {result['scale']:,}** (store `{result['prefix']}`), load average "
+        f"{result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after",
+        "",
+        "| scenario | side | total p50 | p95 | p99 | search_events p50 | p99 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, res in result["scenarios"].items():
+        for s in sides:
+            t, e = res[s]["total"], res[s]["search_events"]
+            lines.append(
+                f"| {name} | {s} | {t['p50']} | {t['p95']} | {t['p99']} | {e['p50']} | {e['p99']} |"
+            )
+        if "ratio" in res:
+            r, e = res["ratio"]["total"], res["ratio"]["search_events"]
+            lines.append(
+                f"| {name} | {sides[1]} / {sides[0]} | {r['p50']} | {r['p95']} | {r['p99']} "
+                f"| {e['p50']} | {e['p99']} |"
+            )
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scale", type=int, default=100_000)
+    p.add_argument("--prefix", default="bench-es-lat-{n}", help="the kept store ({n}: scale)")
+    p.add_argument("--sides", default="script,native", help="KEMEM_SCORING of each side")
+    p.add_argument("--url", default=None, help="the engine (default: KEMEM_ES_URL / local)")
+    p.add_argument("--queries", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--scenarios", nargs="*", default=None, help="a subset of the scenarios")
+    p.add_argument("--out", type=Path, default=None)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return cli_main(parser, run, markdown, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
