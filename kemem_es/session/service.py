@@ -20,6 +20,7 @@ from kemem_es.contract.options import QueryOptions
 from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
 from kemem_es.memory.inputs import utf8_text
+from kemem_es.runtime import result_of
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.manager import Outcome, SessionManager, View
 from kemem_es.session.tokens import TokenCounter
@@ -163,7 +164,9 @@ class Sessions:
                 view = self.manager.view(scope, sid) if sid else None
                 timings["session"] = _ms(start)
             finally:
-                overview = pending.result() if pending is not None else []
+                # awaited, not blocked on, inside an async verb: the thread's engine call
+                # needs the event loop this call runs on
+                overview = result_of(pending) if pending is not None else []
                 timings["overview"] = _ms(start)
         except EngineUnavailable as exc:
             degraded = f"session unavailable: {exc}"
