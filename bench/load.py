@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench import latency, scale
 from bench.common import cli_main, drop_indices, make_kemem, percentiles, stamp
 
@@ -44,15 +46,28 @@ def rss_mb(pid: int) -> float:
 
 
 class Workload:
-    """What each client does next: a query (most) or an add, for a user of the store."""
+    """What each client does next: a query (most) or an add, for a user of the store.
 
-    def __init__(self, seed: int, add_share: float) -> None:
+    ``chat`` (what a chat app sends, issue 42): each client is one conversation of one user;
+    a turn is a query with the conversation's last ``CHAT_TURNS`` turns as ``context``
+    (``chat``), or a ``context()`` call (``context``, a share ``context_share``), or an add
+    (dedup on, the default); the agent's reply joins the conversation after each turn."""
+
+    def __init__(
+        self, seed: int, add_share: float, kind: str = "classic", context_share: float = 0.2
+    ) -> None:
         self.rng = random.Random(seed)
         self.add_share = add_share
+        self.kind = kind
+        self.context_share = context_share
         self.texts = scale.queries(500, seed)
         self.events = [r["description"] for b in scale.events(500, seed + 5) for r in b]
+        self.user = "u00000" if self.rng.random() < 0.1 else f"u{self.rng.randrange(1, 200):05d}"
+        self.turns: list[str] = []
 
     def next(self) -> tuple[str, dict[str, Any]]:
+        if self.kind == "chat":
+            return self._chat()
         # one in ten requests for the heavy user (20k memories), the rest for light users
         user = "u00000" if self.rng.random() < 0.1 else f"u{self.rng.randrange(1, 200):05d}"
         if self.rng.random() < self.add_share:
@@ -60,18 +75,38 @@ class Workload:
             return "add", {"text": text, "user_id": user, "agent_id": AGENT}
         return "query", {"query": self.rng.choice(self.texts), "user_id": user, "agent_id": AGENT}
 
+    def _chat(self) -> tuple[str, dict[str, Any]]:
+        scope = {"user_id": self.user, "agent_id": AGENT}
+        r = self.rng.random()
+        if r < self.add_share:
+            return "add", {"text": self.rng.choice(self.events), **scope}
+        said = self.rng.choice(self.texts)
+        context = "\n".join(self.turns[-latency.CHAT_TURNS :])
+        reply = latency.AGENT_REPLIES[len(self.turns) % len(latency.AGENT_REPLIES)]
+        self.turns += [f"用户：{said}", "助手：" + reply.format(said[-6:])]
+        if r < self.add_share + self.context_share:
+            return "context", {"message": said, **scope}
+        if not context:
+            return "query", {"query": said, **scope}
+        return "chat", {"query": said, "context": context, **scope}
+
 
 def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """The Python API call that a workload request is: (verb, text, keyword arguments)."""
     kw = dict(body)
-    if op == "query":
+    if op in ("query", "chat"):
         return "query", kw.pop("query"), {**kw, **QUERY_OPTS}
+    if op == "context":
+        return "context", kw.pop("message"), kw
     return "add", kw.pop("text"), kw
+
+
+PATHS = {"query": "/query", "chat": "/query", "context": "/v1/context", "add": "/v1/memories"}
 
 
 class Tally:
     def __init__(self) -> None:
-        self.ms: dict[str, list[float]] = {"query": [], "add": []}
+        self.ms: dict[str, list[float]] = {"query": [], "chat": [], "context": [], "add": []}
         self.errors: dict[str, int] = {}
         self.degraded = 0
         self.lock = threading.Lock()
@@ -94,7 +129,8 @@ class Tally:
             "error_kinds": self.errors,
             "degraded": self.degraded,
             **{f"{op}_ms": percentiles(v) for op, v in self.ms.items() if v},
-            **{f"{op}_count": len(v) for op, v in self.ms.items()},
+            **{f"{op}_count": len(v) for op, v in self.ms.items() if v},
+            "all_ms": percentiles(x for v in self.ms.values() for x in v),
         }
 
 
@@ -105,7 +141,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_http(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+def tree_cpu_ms(pid: int) -> float:
+    """CPU ms used so far by a process and its descendants (uvicorn's workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += 1000 * (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                kids = (task / "children").read_text().split()
+                todo += [int(k) for k in kids]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def run_http(
+    km: Any, args: argparse.Namespace, tree: Path | None = None, workers: int = 1
+) -> dict[str, Any]:
     import httpx
 
     port = free_port()
@@ -118,9 +173,19 @@ def run_http(km: Any, args: argparse.Namespace) -> dict[str, Any]:
         KEMEM_SERVER_DEGRADE="false",  # an engine failure counts as an error here
         KEMEM_SERVER_MAX_INFLIGHT="1024",
     )
+    if tree is not None:  # another checkout's server (a before/after run, interleaved)
+        env["PYTHONPATH"] = str(tree.resolve())
     cmd = [sys.executable, "-m", "kemem_es.cli.app", "serve", "--port", str(port)]
     cmd += ["--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=str(tree.resolve()) if tree is not None else None,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -135,17 +200,21 @@ def run_http(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise RuntimeError("server did not become ready")
             time.sleep(0.2)
-        httpx.post(f"{url}/query", json={"query": "预热", "user_id": "u00001", "agent_id": AGENT})
+        for _ in range(4 * workers):  # every worker warm (the model's first runs)
+            httpx.post(
+                f"{url}/query", json={"query": "预热", "user_id": "u00001", "agent_id": AGENT}
+            )
         before = rss_mb(proc.pid)
         tally = Tally()
+        cpu0, eng0, load0 = tree_cpu_ms(proc.pid), latency.engine_cpu_ms(km), os.getloadavg()
 
         async def client(i: int, until: float) -> None:
-            work = Workload(args.seed + i, args.add_share)
+            work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
                 while time.monotonic() < until:
                     op, body = work.next()
-                    path = "/query" if op == "query" else "/v1/memories"
-                    if op == "query":
+                    path = PATHS[op]
+                    if op in ("query", "chat"):
                         body = {**body, **QUERY_OPTS}
                     t0 = time.perf_counter()
                     try:
@@ -164,7 +233,20 @@ def run_http(km: Any, args: argparse.Namespace) -> dict[str, Any]:
 
         seconds = asyncio.run(all_clients())
         out = tally.summary(seconds)
-        out.update(rss_before_mb=before, rss_after_mb=rss_mb(proc.pid), process="server")
+        done = max(1, sum(len(v) for v in tally.ms.values()))
+        out.update(
+            rss_before_mb=before,
+            rss_after_mb=rss_mb(proc.pid),
+            process="server",
+            workers=workers,
+            tree=str(tree) if tree is not None else ".",
+            # CPU per answered request: the server's processes and the engine's (the load
+            # generator's own is left out); less disturbed by a shared machine than req/s
+            server_cpu_ms_per_req=round((tree_cpu_ms(proc.pid) - cpu0) / done, 2),
+            engine_cpu_ms_per_req=round((latency.engine_cpu_ms(km) - eng0) / done, 2),
+            loadavg_before=[round(x, 1) for x in load0],
+            loadavg_after=[round(x, 1) for x in os.getloadavg()],
+        )
         return out
     finally:
         proc.send_signal(signal.SIGINT)
@@ -186,7 +268,7 @@ def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             tally = Tally()
 
             async def client(i: int, until: float) -> None:
-                work = Workload(args.seed + i, args.add_share)
+                work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
                 while time.monotonic() < until:
                     op, body = work.next()
                     verb, text, kw = api_call(op, body)
@@ -220,7 +302,7 @@ def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     until = time.monotonic() + args.duration
 
     def client(i: int) -> None:
-        work = Workload(args.seed + i, args.add_share)
+        work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
         while time.monotonic() < until:
             op, body = work.next()
             verb, text, kw = api_call(op, body)
@@ -295,8 +377,44 @@ def faults(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # -- the run ---------------------------------------------------------------------------------
+def parse_tree(spec: str) -> tuple[str, Path, int]:
+    """``LABEL=PATH[:WORKERS]`` → (label, checkout, server processes)."""
+    label, _, rest = spec.partition("=")
+    path, _, workers = rest.partition(":")
+    return label, Path(path or "."), int(workers or 1)
+
+
+def run_trees(km: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """The HTTP load on each tree's server, round-robin for ``--rounds`` rounds (the order
+    turned round each round), on the same store: before/after in one run."""
+    trees = [parse_tree(t) for t in args.tree]
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in trees}
+    for r in range(args.rounds):
+        for label, path, workers in trees if r % 2 == 0 else trees[::-1]:
+            print(f"load: http {label} ({path}, {workers} workers) round {r}", file=sys.stderr)
+            res = run_http(km, args, path, workers)
+            runs[label].append(res)
+            print(f"  {res}", file=sys.stderr)
+    summary = {}
+    for label, rs in runs.items():
+        summary[label] = {
+            "rps_median": round(float(np.median([x["rps"] for x in rs])), 1),
+            "rps": [x["rps"] for x in rs],
+            "p99_ms_median": round(float(np.median([x["all_ms"]["p99"] for x in rs])), 1),
+            "p50_ms_median": round(float(np.median([x["all_ms"]["p50"] for x in rs])), 1),
+            "server_cpu_ms_per_req_median": round(
+                float(np.median([x["server_cpu_ms_per_req"] for x in rs])), 2
+            ),
+            "engine_cpu_ms_per_req_median": round(
+                float(np.median([x["engine_cpu_ms_per_req"] for x in rs])), 2
+            ),
+            "errors": sum(x["errors"] for x in rs),
+        }
+    return {"runs": runs, "summary": summary}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    km = make_kemem(f"bench-load-{args.scale}")
+    km = make_kemem(args.prefix.format(n=args.scale), query_timeout_s=30)
     result: dict[str, Any] = {
         "scale": args.scale,
         "clients": args.clients,
@@ -311,7 +429,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pool = latency.vector_pool(km, "int8", 7)
         result["indexing"] = latency.load_corpus(km, args.scale, 7, pool)
         result["merge"] = latency.force_merge(km, 1)
-    for mode in args.modes:
+    result["workload"] = args.workload
+    if args.tree:
+        result["trees"] = run_trees(km, args)
+    for mode in [] if args.tree else args.modes:
         print(f"load: {mode} ({args.clients} clients, {args.duration} s)", file=sys.stderr)
         result["runs"][mode] = RUNNERS[mode](km, args)
         print(f"  {result['runs'][mode]}", file=sys.stderr)
@@ -332,6 +453,19 @@ def markdown(result: dict[str, Any]) -> str:
         "| RSS before → after MB |",
         "|---|---|---|---|---|---|---|",
     ]
+    if "trees" in result:
+        lines += [
+            "",
+            "| tree | req/s per round | median req/s | p50 / p99 ms (median) | server CPU ms/req "
+            "| engine CPU ms/req | errors |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for label, sm in result["trees"]["summary"].items():
+            lines.append(
+                f"| {label} | {sm['rps']} | {sm['rps_median']} | {sm['p50_ms_median']} / "
+                f"{sm['p99_ms_median']} | {sm['server_cpu_ms_per_req_median']} "
+                f"| {sm['engine_cpu_ms_per_req_median']} | {sm['errors']} |"
+            )
     for mode, r in result["runs"].items():
         q, a = r.get("query_ms", {}), r.get("add_ms", {})
         lines.append(
@@ -370,6 +504,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
     p.add_argument("--faults", action="store_true", help="also time the fault cases")
     p.add_argument("--deadline", type=float, default=1.0, help="query deadline for --faults")
+    p.add_argument("--prefix", default="bench-load-{n}", help="index prefix ({n}: the scale)")
+    p.add_argument(
+        "--workload",
+        choices=("classic", "chat"),
+        default="classic",
+        help="classic: bare queries + adds; chat: chat turns with context, context() calls, adds",
+    )
+    p.add_argument("--context-share", type=float, default=0.2, help="chat: context() calls")
+    p.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="LABEL=PATH[:WORKERS]: serve from that checkout (http only), round-robin",
+    )
+    p.add_argument("--rounds", type=int, default=2, help="with --tree: rounds over the trees")
     p.add_argument("--out", type=Path, default=None)
     return p
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 
 import typer
 
@@ -29,6 +30,14 @@ def serve(
         False, "--insecure", help="allow a non-loopback address without API keys"
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning, error"),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=64,
+        help="server processes (each with its own model and engine connections; metrics are "
+        "summed across them)",
+    ),
 ) -> None:
     """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
 
@@ -88,6 +97,27 @@ def serve(
         # the name it binds is one its clients may use (the Host check, server.app.HostCheck)
         hosts = [*settings.server_allowed_hosts, host]
         settings = settings.model_copy(update={"server_allowed_hosts": hosts})
+    if workers > 1:  # the settings were checked above; each worker builds its own app
+        from kemem_es.server import workers as multi
+
+        os.environ[multi.HOST_ENV] = host
+        # the cores shared among the workers' models, unless set: fewer threads per model run
+        # cost less CPU each (the same vectors), and the workers run side by side
+        os.environ.setdefault("KEMEM_EMBED_THREADS", str(multi.threads_per_worker(workers)))
+        metrics_dir = multi.shared_metrics_dir()
+        try:
+            uvicorn.run(
+                "kemem_es.server.workers:app",
+                factory=True,
+                workers=workers,
+                host=host,
+                port=port,
+                log_level=log_level.lower(),
+                access_log=False,
+            )
+        finally:
+            multi.cleanup(metrics_dir)
+        return
     # The app warms up (engine, names) before it takes traffic and closes km at shutdown.
     app = create_app(km, settings, close=True)
     # Our own request log replaces uvicorn's access log (which would print query strings).

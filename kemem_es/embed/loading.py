@@ -66,10 +66,9 @@ class Session(Protocol):
 def load_session(path: Path, threads: int) -> Session:
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    if threads > 0:
-        opts.intra_op_num_threads = threads
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    from kemem_es.embed.ort_options import session_options
+
+    opts = session_options(threads)  # no spin-waiting threads (issue 42)
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as exc:

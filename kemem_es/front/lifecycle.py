@@ -36,6 +36,7 @@ class Lifecycle(Dialogue):
         try:
             if "sessions" in self.__dict__:
                 self.sessions.manager.worker.close(extraction_timeout_s)
+                self.sessions.close()
             if "writes" in self.__dict__:
                 self.writes.close(extraction_timeout_s)
         finally:

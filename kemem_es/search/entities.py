@@ -21,7 +21,7 @@ from typing import Any
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine.dialect import Dialect
-from kemem_es.search.clauses import SearchWord, coverage_clauses, keyword_clauses
+from kemem_es.search.clauses import SearchWord, coverage_clauses, match_clauses
 from kemem_es.search.events import vec_scale
 from kemem_es.search.facts import recall_filters
 from kemem_es.store.filters import compile_filters
@@ -143,11 +143,12 @@ def entity_body(
 def _keyword_candidates(words: Sequence[SearchWord]) -> list[dict[str, Any]]:
     """The keyword clauses that make an entity a candidate: the fields every tier shares, then
     each tier's own fields within its kinds."""
-    shared = {f: TIERS[0].fields[f] for f in SHARED_FIELDS}
-    should = keyword_clauses(words, shared)
+    # Candidates are a filter (scored by coverage and the cosine): which entities a word
+    # matches, not how much, so unscored clauses, a few per field (match_clauses, issue 42)
+    should = match_clauses(words, SHARED_FIELDS)
     for tier in TIERS:
-        extra = {f: w for f, w in tier.fields.items() if f not in SHARED_FIELDS}
-        clauses = keyword_clauses(words, extra) if extra else []
+        extra = [f for f in tier.fields if f not in SHARED_FIELDS]
+        clauses = match_clauses(words, extra) if extra else []
         if clauses:
             should.append(
                 {

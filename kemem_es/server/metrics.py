@@ -4,6 +4,7 @@ registry per app, so several apps in one process don't clash."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ class Metrics:
             self.registry = None
             return
         self._prom = prom
+        self._own: list[Any] = []  # collectors of this process only (read at each scrape)
         self.registry = prom.CollectorRegistry()
         self._requests = prom.Counter(
             "kemem_http_requests",
@@ -121,9 +123,25 @@ class Metrics:
                 )
 
         assert self.registry is not None
-        self.registry.register(Collector())
+        self._own.append(Collector())
+        self.registry.register(self._own[-1])
+
+    def read_registry(self) -> CollectorRegistry | None:
+        """What /metrics and the dashboard read: this process's registry, or, under several
+        workers (``PROMETHEUS_MULTIPROC_DIR`` set, server.workers), every worker's counters
+        summed from their files (the extraction-failures count stays this worker's)."""
+        if self.registry is None or not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return self.registry
+        from prometheus_client import multiprocess
+
+        merged = self._prom.CollectorRegistry()
+        multiprocess.MultiProcessCollector(merged)
+        for collector in self._own:
+            merged.register(collector)
+        return merged
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text (only when ``enabled``)."""
-        assert self.registry is not None
-        return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
+        registry = self.read_registry()
+        assert registry is not None
+        return self._prom.generate_latest(registry), self._prom.CONTENT_TYPE_LATEST

@@ -133,7 +133,7 @@ async def metrics(request: Request, access: Access = Depends(authenticate)) -> d
     an operator key only (see ``metrics.METRICS_OPERATORS_ONLY``)."""
     if access.agents is not None:
         return {"enabled": False, "hidden": True, "reason": METRICS_OPERATORS_ONLY}
-    return summarize(request.app.state.metrics.registry, _STARTED)
+    return summarize(request.app.state.metrics.read_registry(), _STARTED)
 
 
 class ExploreRequest(BaseModel):
