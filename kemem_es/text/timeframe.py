@@ -1,6 +1,7 @@
 """The time a question asks about (issue 36 item 5; docs/facts.md "Time-aware questions").
 
-``timeframe_of(text, now)`` reads the utterance's time words against ``now`` and returns a
+``timeframe_of(text, now)`` reads the time words of the utterance's question (its last sentence:
+small talk before it names nothing) against ``now`` and returns a
 :class:`Timeframe`: a date range ``[start, end)`` in ``now``'s calendar, and what kind it is:
 
 - ``recent`` — 「这几天」「这两天」「近几天」 (the last 7 days), 「最近」「近来」「这阵子」
@@ -110,11 +111,24 @@ _MONTH = re.compile(
 )
 
 
+_SENTENCE_END = re.compile(r"[。！？!?\n；;]+")
+
+
+def question_part(text: str) -> str:
+    """The utterance's last sentence (after a colon in it: 「我真正想问的是：…」): where the
+    question is. Time words in the small talk before it (「哎呀，昨天好累。…」) name nothing."""
+    parts = [p for p in _SENTENCE_END.split(text) if p.strip()]
+    last = parts[-1] if parts else text
+    return re.split(r"[:：]", last)[-1] if re.search(r"[:：]\s*\S", last) else last
+
+
 def timeframe_of(text: str, now: datetime) -> Timeframe | None:
-    """The time the utterance asks about, from ``now`` (naive: UTC, as records are read);
-    None when it names none. The first match in this order wins: a childhood, a named day,
-    week, month or year, an "N … ago", an explicit year or month, then recency."""
-    if not text:
+    """The time the utterance's question (its last sentence, ``question_part``) asks about,
+    from ``now`` (naive: UTC, as records are read); None when it names none. The first match
+    in this order wins: a childhood, a named day, week, month or year, an "N … ago", an
+    explicit year or month, then recency."""
+    text = question_part(text or "")
+    if not text.strip():
         return None
     now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
     tz = now.tzinfo

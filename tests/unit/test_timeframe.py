@@ -63,7 +63,19 @@ def test_kinds() -> None:
     assert not timeframe_of("最近我住哪", NOW).before_now  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("text", ["今天天气真好", "刚才说到哪了", "我住在哪", "", "几月几号了"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "今天天气真好",
+        "刚才说到哪了",
+        "我住在哪",
+        "",
+        "几月几号了",
+        # small talk before the question names no period: only the last sentence counts
+        "哎呀，昨天累死了。不好意思，我真正想问的是：那个在上海的活动规模是什么？",
+        "我小时候也去过那里。那个活动的地点是哪",
+    ],
+)
 def test_no_timeframe(text: str) -> None:
     assert timeframe_of(text, NOW) is None
 
