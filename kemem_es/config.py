@@ -42,6 +42,7 @@ class SessionSettings:
     summary_at: float = 0.8
     tokenizer: Path | None = None
     lease_s: float = 120.0
+    sweep_s: float = 60.0
 
 
 class Settings(BaseSettings):
@@ -256,6 +257,11 @@ class Settings(BaseSettings):
     session_lease_s: float = Field(
         default=120.0, gt=0, le=3600, description="how long a worker holds a batch to extract"
     )
+    session_sweep_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="how often a server ends idle sessions and resumes open batches (0: never)",
+    )
 
     # The OpenAI-compatible proxy of kemem-es serve (/v1/chat/completions, /v1/responses;
     # docs/proxy.md): the model it forwards to, and how recalled memories are injected.
@@ -366,6 +372,7 @@ class Settings(BaseSettings):
             summary_at=self.session_summary_at,
             tokenizer=self.session_tokenizer,
             lease_s=self.session_lease_s,
+            sweep_s=self.session_sweep_s,
         )
 
     @property

@@ -60,5 +60,31 @@ def context(
             err_console.print(f"note: {note}", highlight=False)
 
 
+sessions = typer.Typer(help="Conversation sessions (docs/sessions.md).", no_args_is_help=True)
+
+
+@sessions.command()
+def sweep(
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="wait for the batches started"),
+    model_dir: Path | None = typer.Option(None, "--model-dir", help="KEMEM_MODEL_DIR"),
+) -> None:
+    """End every session idle longer than KEMEM_SESSION_IDLE_S (its window goes to extraction)
+    and start the batches a killed process left open; what a server runs every
+    KEMEM_SESSION_SWEEP_S. Prints {"resumed", "sessions", "batches"} as JSON."""
+    with guarded():
+        from kemem_es.kemem import Kemem  # loaded when run, not for --help
+
+        km = Kemem(model_dir=model_dir)
+        try:
+            done = km.sessions.manager.sweep()
+            if wait:
+                km.drain()
+        finally:
+            km.close()
+        print(json.dumps({"resumed": done.resumed, "sessions": done.sessions,
+                          "batches": done.batches}))  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
     app.command()(context)
+    app.add_typer(sessions, name="sessions")

@@ -61,6 +61,12 @@ def cleanup(
         verb = "would delete" if dry_run else "deleted"
         n = total if dry_run else sum(r.deleted for r in reports)
         console.print(f"{len(reports)} users checked; {verb} {n} memories", highlight=False)
+        notes = {r.consolidation for r in reports if r.consolidation}
+        if len(notes) == 1 and not any(r.consolidated or r.merged for r in reports):
+            console.print(f"consolidation: {notes.pop()}", highlight=False)  # e.g. no LLM
+        for r in reports:  # consolidation (docs/facts.md): what each user's pass did
+            if r.consolidated or r.merged or r.consolidation_errors:
+                console.print(f"consolidation {r.user_id}: {r.consolidation}", highlight=False)
 
 
 def doctor(

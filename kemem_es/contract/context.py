@@ -62,6 +62,11 @@ class ContextResult(BaseModel):
         description="what the budget left out (older turns dropped or summarised, memories)",
     )
     pending_batches: int = Field(0, description="batches of this session not yet extracted")
+    timings_ms: dict[str, float] = Field(
+        default_factory=dict,
+        description="where the call's time went: session (window read) and overview (run "
+        "together), recall (embedding and search), assemble (fitting and counting), total",
+    )
 
 
 class Batch(BaseModel):

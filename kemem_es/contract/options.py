@@ -54,6 +54,7 @@ class SearchOptions(TypedDict, total=False):
     exclude_ids: list[str]
     past: bool | None  # facts that change (docs/facts.md)
     slot_boost: float
+    period_boost: float  # time-aware questions (docs/facts.md)
     context: str | Sequence[Turn]
     user_name: str | None
     agent_name: str | None

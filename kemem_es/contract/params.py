@@ -216,6 +216,15 @@ class QueryParams(BaseModel):
         description="keyword evidence a memory gains when its slot is the one the utterance asks "
         "about (「我现在住哪」 → 居住地); memories without a slot are unaffected",
     )
+    period_boost: float = Field(
+        0.5,
+        ge=0,
+        le=4,
+        description="time-aware questions (docs/facts.md): a returned memory of the period the "
+        "utterance names (去年, 上个月, 上周, 前天, 小时候…) ranks as if its score were (1 + this) "
+        "times higher (half that for 最近 / 这几天 / 现在); 0: off. Never lets a memory past "
+        "the threshold",
+    )
     context: Annotated[str, WithJsonSchema(CONTEXT_INPUT, mode="validation")] = Field(
         "",
         max_length=MAX_CONTEXT_CHARS,

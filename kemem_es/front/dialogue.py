@@ -52,8 +52,9 @@ class Dialogue(Recall):
             self.writes, lambda: self.token_counter,
         )  # fmt: skip
         return Sessions(
-            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix
-        )
+            manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix,
+            self.prepare_context,
+        )  # fmt: skip
 
     def _recall(
         self, text: str, *, user_id: str, agent_id: str, degrade: bool | None = None,
@@ -143,6 +144,9 @@ class Dialogue(Recall):
         return self.sessions.delete(self._scope(agent_id, user_id, "user"), session_id, forget)
 
     def resume_sessions(self) -> int:
-        """Start the batches a previous process left unextracted (their lease passed)."""
+        """Start the batches a previous process left unextracted (their lease passed) and end
+        every session idle longer than KEMEM_SESSION_IDLE_S (its window goes to extraction);
+        returns how many batches were started. A server runs this every
+        KEMEM_SESSION_SWEEP_S (docs/sessions.md)."""
         self._open()
-        return self.sessions.manager.resume()
+        return self.sessions.manager.sweep().started

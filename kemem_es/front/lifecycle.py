@@ -12,6 +12,7 @@ from kemem_es.contract.memory import AddResult
 from kemem_es.front.dialogue import Dialogue
 from kemem_es.memory.cleanup import Policy, UserCleanup
 from kemem_es.memory.cleanup import cleanup as run_cleanup
+from kemem_es.memory.consolidate import Consolidator, completer_of
 from kemem_es.runtime import offload
 from kemem_es.store import Scope
 from kemem_es.store.templates import install_users
@@ -35,6 +36,7 @@ class Lifecycle(Dialogue):
         try:
             if "sessions" in self.__dict__:
                 self.sessions.manager.worker.close(extraction_timeout_s)
+                self.sessions.close()
             if "writes" in self.__dict__:
                 self.writes.close(extraction_timeout_s)
         finally:
@@ -70,13 +72,16 @@ class Lifecycle(Dialogue):
         **policy: Any,
     ) -> list[UserCleanup]:
         """Forget the weakest memories of users who reached the cap or went inactive (policy
-        from settings, overridable: cap, ratio, inactive_days, min_capacity, interval_days)."""
+        from settings, overridable: cap, ratio, inactive_days, min_capacity, interval_days);
+        then consolidate each other user's accumulated entity descriptions with the LLM
+        (docs/facts.md; without an LLM each report's ``consolidation`` says nothing was)."""
         self._open()
         rules = Policy.from_settings(self.settings, **policy)
         install_users(self.engine)
         self.flush()  # activity recorded so far counts
         users, crud = Users(self.engine), self.memories.crud
-        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id)
+        merge = Consolidator(self.memories, completer_of(lambda: self.extractor), self.hooks)
+        reports = run_cleanup(users, crud, rules, now, dry_run, agent_id, user_id, merge)
         for r in reports:
             if r.deleted:  # what went is no dedup candidate any more
                 self.memories.recent.forget(Scope.of(agent_id=r.agent_id, user_id=r.user_id))

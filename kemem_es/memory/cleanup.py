@@ -16,6 +16,7 @@ recorded in the history with actor ``cleanup`` and its reason.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -24,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from kemem_es.config import Settings
 from kemem_es.errors import InvalidInput, activity
+from kemem_es.memory.consolidate import Outcome
 from kemem_es.store.crud import Crud
 from kemem_es.store.scope import Scope
 from kemem_es.store.users import Users, parse_instant
@@ -71,6 +73,11 @@ class UserCleanup:
     to_delete: int = 0
     deleted: int = 0
     preview: list[str] = field(default_factory=list)  # ids of the first memories that go
+    # consolidation (memory.consolidate): entity descriptions merged by the LLM
+    consolidated: int = 0  # memories that took a merged description
+    merged: int = 0  # memories merged into another (kept, superseded)
+    consolidation: str = ""  # what the pass did, or why it did nothing (no LLM: said here)
+    consolidation_errors: list[str] = field(default_factory=list)  # batches that changed nothing
 
 
 def plan(
@@ -99,9 +106,11 @@ def cleanup(
     dry_run: bool = False,
     agent_id: str | None = None,
     user_id: str | None = None,
+    consolidator: Callable[[Users, Scope, bool], Outcome] | None = None,
 ) -> list[UserCleanup]:
     """Apply the policy to every user (or one agent / one user); returns what was (or, with
-    ``dry_run``, would be) deleted per user."""
+    ``dry_run``, would be) deleted per user. ``consolidator``: then the consolidation pass
+    for each active user (``memory.consolidate``); an inactive one is left as it is."""
     now = now or datetime.now(timezone.utc)
     now = now if now.tzinfo else now.astimezone()
     reports: list[UserCleanup] = []
@@ -115,23 +124,32 @@ def cleanup(
             # arrived yesterday is not inactive either: without it, the first clean-up after
             # an import trimmed every imported user to ``min_capacity``.
             seen = [parse_instant(state.get("last_active_at")), users.last_written(scope)]
+            last_seen = max((t for t in seen if t is not None), default=None)
+            active = last_seen is not None and now - last_seen <= timedelta(
+                days=policy.inactive_days
+            )
             reason, n = plan(
                 count,
-                max((t for t in seen if t is not None), default=None),
+                last_seen,
                 parse_instant(state.get("last_cleanup_at")),
                 now,
                 policy,
             )
             rep = UserCleanup(agent, user, count, reason, n)
             reports.append(rep)
-            if n <= 0:
-                continue
-            victims = users.weakest(scope, n)
-            rep.preview = [v.memory_id for v in victims[:10]]
-            if dry_run:
-                continue
-            rep.deleted = len(crud.delete_sources(scope, victims, "cleanup", reason=reason))
-            users.record_cleanup(scope, now, rep.deleted)
+            if n > 0:
+                victims = users.weakest(scope, n)
+                rep.preview = [v.memory_id for v in victims[:10]]
+                if not dry_run:
+                    rep.deleted = len(crud.delete_sources(scope, victims, "cleanup", reason=reason))
+                    users.record_cleanup(scope, now, rep.deleted)
+            if consolidator is not None and active and reason != "inactive":
+                _consolidate(rep, consolidator(users, scope, dry_run))
         if any(r.deleted for r in reports):
             users.refresh_memories()
     return reports
+
+
+def _consolidate(rep: UserCleanup, out: Outcome) -> None:
+    rep.consolidated, rep.merged = out.rewritten, out.superseded
+    rep.consolidation, rep.consolidation_errors = out.note, list(out.errors)

@@ -6,11 +6,17 @@
   ``slot_boost`` of keyword evidence: 「我搬到杭州了」 shares no word with the question.
 - Of memories about the same subject and slot that are both returned, the newer comes first;
   for a question about the past, the older.
+- Time-aware questions (``text.timeframe``): of the memories returned, those of the period the
+  utterance names (去年, 上个月, 上周, 前天; 小时候: a memory about one) rank as if their score
+  were ``1 + period_boost`` times higher (``1 + period_boost/2`` for 最近 / 这几天 / 现在: the
+  newer ones). Only an order: no memory passes the threshold by it, none is dropped by it. A
+  question about a period wholly past (去年, 小时候) may recall superseded facts, like 以前.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from kemem_es.contract.params import QueryParams
@@ -18,8 +24,62 @@ from kemem_es.memory.supersede import keys, time_of
 from kemem_es.store.facts import current_only
 from kemem_es.store.layout import SLOTS_FIELD, SUBJECT_FIELD
 from kemem_es.text.facts import asks_about_past, question_slots
+from kemem_es.text.timeframe import Timeframe, timeframe_of
 
 T = TypeVar("T")
+LIMIT_MAX = 100  # QueryParams.limit's bound
+WIDEN = 5  # more event hits fetched when the utterance names a time: one just below the cut
+# may come up
+
+
+def resolve_timeframe(
+    params: QueryParams, utterance: str, now: datetime
+) -> tuple[QueryParams, Timeframe | None, int]:
+    """(params, the utterance's timeframe, the events' own limit). With a timeframe the
+    events are fetched ``WIDEN`` deeper (``time_order`` cuts back to the limit), and a period
+    wholly past makes ``past`` true when the caller left it unset."""
+    frame = timeframe_of(utterance, now) if params.period_boost > 0 and utterance else None
+    if frame is None:
+        return params, None, params.limit
+    update: dict[str, Any] = {
+        "limit": min(params.limit + WIDEN, LIMIT_MAX),
+        # the entities' own limit stays what it was (None: the events' limit)
+        "entity_limit": params.entity_limit if params.entity_limit is not None else params.limit,
+    }
+    if params.past is None and frame.before_now:
+        update["past"] = True
+    return params.model_copy(update=update), frame, params.limit
+
+
+def time_order(
+    items: Sequence[T],
+    source: Callable[[T], dict[str, Any]],
+    score: Callable[[T], float],
+    frame: Timeframe | None,
+    params: QueryParams,
+    limit: int | None = None,
+    entities: bool = False,
+) -> list[T]:
+    """``items`` reordered by score, ``(1 + boost)`` times for those of ``frame``'s time
+    (stable; entities keep their tier order first), cut to ``limit``."""
+    out = list(items)
+    if frame is not None:
+        boost = params.period_boost * (0.5 if frame.kind == "recent" else 1.0)
+
+        def held(item: T) -> bool:
+            src = source(item)
+            return frame.holds(time_of(src), str(src.get("description") or ""))
+
+        def tier(item: T) -> int:
+            if not entities:
+                return 0
+            from kemem_es.search.entities import TIER_OF_KIND  # imports this module
+
+            t = TIER_OF_KIND.get(str(source(item).get("kind")))
+            return t.rank if t is not None else 99
+
+        out.sort(key=lambda it: (tier(it), -score(it) * (1.0 + boost if held(it) else 1.0)))
+    return out if limit is None else out[:limit]
 
 
 def resolve_past(params: QueryParams, utterance: str) -> QueryParams:

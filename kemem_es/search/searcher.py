@@ -30,7 +30,13 @@ from kemem_es.search.clauses import (
 )
 from kemem_es.search.entities import TIER_OF_KIND, entity_body, entity_offset, shown_limit
 from kemem_es.search.explain import signals_from_explanation
-from kemem_es.search.facts import resolve_past, slot_clauses, slot_order
+from kemem_es.search.facts import (
+    resolve_past,
+    resolve_timeframe,
+    slot_clauses,
+    slot_order,
+    time_order,
+)
 from kemem_es.search.fusion import rrf_merge
 from kemem_es.search.hits import entity_hit, event_hit, instant
 from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
@@ -387,6 +393,7 @@ class Searcher:
             clock.lap("rewrite")
         params = apply_calibration(params, self.calibration())
         params, profile = script_params(params, [utterance, *(t.text for t in turns)])
+        params, frame, limit = resolve_timeframe(params, utterance, now)  # search.facts
         params = resolve_past(params, utterance)
         slots = slot_clauses(params, utterance)
         (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
@@ -414,7 +421,12 @@ class Searcher:
             )
             responses = self.engine.msearch(searches)
         event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)])
-        # of two facts of one slot, the newer first (the older for a question about the past)
+        # the period the utterance names first (search.facts); then of two facts of one slot,
+        # the newer first (the older for a question about the past)
+        event_hits = time_order(event_hits, lambda r: r[1]["_source"], lambda r: r[2], frame,
+                                params, limit)  # fmt: skip
+        entity_hits = time_order(entity_hits, lambda r: r[0]["_source"], lambda r: r[1], frame,
+                                 params, entities=True)  # fmt: skip
         event_hits = slot_order(event_hits, lambda r: r[1]["_source"], bool(params.past))
         entity_hits = slot_order(entity_hits, lambda r: r[0]["_source"], bool(params.past))
         clock.lap("search_events")

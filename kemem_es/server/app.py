@@ -36,6 +36,7 @@ from kemem_es.server.middleware import (
 from kemem_es.server.openapi import install as install_openapi
 from kemem_es.server.openapi import operation_id
 from kemem_es.server.routes_ops import Health, Readiness
+from kemem_es.server.sweep import start_sweeper
 
 __all__ = [
     "BODY_DEADLINE_S",
@@ -73,7 +74,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(this: FastAPI) -> AsyncIterator[None]:
         await warm()
+        sweeper = start_sweeper(km, cfg.session.sweep_s)  # idle sessions end (server/sweep.py)
         yield
+        await sweeper.close()
         mcp = getattr(this.state, "mcp", None)
         if mcp is not None:
             await mcp.close()

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from kemem_es.config import SessionSettings
@@ -41,6 +41,7 @@ from kemem_es.store.sessions import (
     batch_key,
     checked_session,
     message_key,
+    state_key,
 )
 
 log = logging.getLogger("kemem_es.session")
@@ -50,6 +51,9 @@ PROBE = 16  # messages looked at past a state's next_seq (a call whose state wri
 TRIES = 3  # a batch's job tries this often in a row (then: the next append or resume)
 RETRY_PAUSE_S = 0.5
 MAX_DIALOGUE = 200  # turns the dialogue reads at most (batches stuck undone would grow it)
+STATES_KEPT = 10_000  # sessions whose last known state this process remembers (view's one read)
+SWEEP_PAGE = 200  # idle sessions read at once by a sweep
+SWEEP_MAX = 5000  # idle sessions one sweep ends at most (the next sweep goes on)
 
 
 class MemoryWriter(Protocol):
@@ -66,6 +70,20 @@ class Outcome:
     seqs: list[int]
     stored: int  # new messages (a message sent again under its number is not stored twice)
     batches: list[Cut]
+
+
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep did: open batches started again, idle sessions ended and the batches
+    their windows became."""
+
+    resumed: int
+    sessions: int
+    batches: int
+
+    @property
+    def started(self) -> int:
+        return self.resumed + self.batches
 
 
 @dataclass(frozen=True)
@@ -106,6 +124,14 @@ class SessionManager:
         self._locks: dict[tuple[Scope, str], threading.Lock] = {}
         self._guard = threading.Lock()
         self._queued: set[tuple[Scope, str, int]] = set()
+        # the state this process last wrote or read per session: ``view`` reads the state and
+        # the turns it implies in one round trip, and checks that the state is still that one
+        self._known: dict[tuple[Scope, str], SessionState] = {}
+
+    def _remember(self, scope: Scope, sid: str, state: SessionState) -> None:
+        if len(self._known) >= STATES_KEPT:
+            self._known.clear()
+        self._known[(scope, sid)] = state
 
     def _lock(self, scope: Scope, session_id: str) -> threading.Lock:
         with self._guard:
@@ -121,23 +147,26 @@ class SessionManager:
         flush: str | None = None,
         now: datetime | None = None,
         start: bool = True,
+        idle_before: datetime | None = None,
     ) -> Outcome:
         """Store the messages in order, move the window, record the batches handed over and
-        (``start``) extract them in the background."""
+        (``start``) extract them in the background. ``idle_before`` (the idle sweep): only
+        when the session's last message came before it, decided on the state as read under
+        its version (a message added meanwhile, by any process, makes this a no-op)."""
         sid = checked_session(session_id)
         turns = normalise(messages)
         now = now or datetime.now(timezone.utc)
         with self._lock(scope, sid):
             for attempt in range(RETRIES):
                 try:
-                    done = self._append_once(scope, sid, turns, names, flush, now)
+                    done = self._append_once(scope, sid, turns, names, flush, now, idle_before)
                     break
                 except ConcurrentChange:
                     if attempt + 1 == RETRIES:
                         raise
         for cut in done.batches if start else []:
             self._submit(scope, sid, cut.first_seq)
-        if self.summarizer() is not None:  # the window's size is checked off the caller's time
+        if turns and self.summarizer() is not None:  # checked off the caller's time
             self.worker.submit("summary check", lambda: self._maybe_summarize(scope, sid))
         return done
 
@@ -149,11 +178,16 @@ class SessionManager:
         names: Mapping[str, str],
         flush: str | None,
         now: datetime,
+        idle_before: datetime | None = None,
     ) -> Outcome:
         """Three round trips: the state; the open batches and the numbers past the state's
         end (one read); the messages, new batch records and the state (one write)."""
         version = self.store.state(scope, sid)
         state = SessionState.of(version.source if version else None)
+        if idle_before is not None:
+            last_seen = _parse(state.last_at)
+            if version is None or last_seen is None or last_seen >= idle_before:
+                return Outcome(sid, [], 0, [])  # active again (or gone): nothing to end
         explicit = bool(turns) and "seq" in turns[0]
         probe = [] if explicit else [message_key(sid, state.next_seq + i) for i in range(PROBE)]
         n_open = len(state.open_batches)
@@ -171,7 +205,7 @@ class SessionManager:
         state = replace(
             state,
             next_seq=max([state.next_seq, *(s + 1 for s in seqs)]),
-            last_at=_iso(now),
+            last_at=_iso(now) if turns else state.last_at,  # when the session last heard a turn
             user_name=names.get("user_name") or state.user_name,
             agent_name=names.get("agent_name") or state.agent_name,
         )
@@ -185,6 +219,7 @@ class SessionManager:
             for line in self.batches.lines(scope, sid, c.first_seq, c.last_seq, c.reason, who)
         ]
         statuses = self.store.write(scope, sid, stamped, lines, state.fields(), version)
+        self._remember(scope, sid, state)
         stored = sum(s == "created" for s in statuses)
         return Outcome(sid, seqs, stored, [*idle_cuts, *new_cuts])
 
@@ -211,18 +246,28 @@ class SessionManager:
 
     # -- the dialogue -----------------------------------------------------------------------
     def view(self, scope: Scope, session_id: object) -> View:
-        """Two round trips: the state, then its open batches and every turn the dialogue may
-        show (from the oldest open batch) in one read."""
+        """The state, its open batches and every turn the dialogue may show (from the oldest
+        open batch): one read when this process knows the session's state (it wrote or read
+        it last) and the state read with the turns is still that one, else two (the state,
+        then the rest)."""
         sid = checked_session(session_id)
-        version = self.store.state(scope, sid)
-        state = SessionState.of(version.source if version else None)
-        lo = max(dialogue_from(state, list(state.open_batches)), state.next_seq - MAX_DIALOGUE)
-        seqs = range(lo, state.next_seq)
-        keys = [
-            *(batch_key(sid, f) for f in state.open_batches),
-            *(message_key(sid, n) for n in seqs),
-        ]
-        docs = self.store.get_docs(scope, keys)
+        known = self._known.get((scope, sid))
+        if known is not None:
+            first, *docs = self.store.get_docs(scope, [state_key(sid), *_view_keys(sid, known)])
+            state = SessionState.of(first.source if first else None)
+            if first is not None and _same_keys(state, known):
+                self._remember(scope, sid, state)
+                return self._view_of(state, docs)
+        else:
+            version = self.store.state(scope, sid)
+            state = SessionState.of(version.source if version else None)
+        if state.next_seq:
+            self._remember(scope, sid, state)
+        else:
+            self._known.pop((scope, sid), None)
+        return self._view_of(state, self.store.get_docs(scope, _view_keys(sid, state)))
+
+    def _view_of(self, state: SessionState, docs: Sequence[Versioned | None]) -> View:
         n_open = len(state.open_batches)
         undone = [
             f
@@ -258,8 +303,14 @@ class SessionManager:
         self.worker.submit(f"batch {first_seq} of a session", job)
 
     def process(self, scope: Scope, sid: str, first_seq: int) -> list[AddResult]:
-        """Claim, extract, save the answer, write, mark done (see the module docstring)."""
-        batch = self.batches.get(scope, sid, first_seq)
+        """Claim, extract, save the answer, write, mark done (see the module docstring). A
+        batch record its session's state does not list (its write lost to another writer's)
+        is not extracted: its turns belong to the batches the state does list."""
+        batch, state = self.store.get_docs(scope, [batch_key(sid, first_seq), state_key(sid)])
+        listed = state is not None and first_seq in SessionState.of(state.source).open_batches
+        if batch is not None and not listed:
+            log.warning("batch %d of a session is listed by no state: left alone", first_seq)
+            return []
         claimed = batch and self.batches.claim(scope, batch, self.settings.lease_s)
         if not claimed:
             return []
@@ -319,6 +370,38 @@ class SessionManager:
             self._submit(scope, batch.source["session_id"], int(batch.source["first_seq"]))
         return len(found)
 
+    def sweep(self, now: datetime | None = None) -> Swept:
+        """What a server runs every ``KEMEM_SESSION_SWEEP_S``: start the open batches again
+        (``resume``), then end every session of every scope idle longer than
+        ``KEMEM_SESSION_IDLE_S`` — its window goes to extraction as one batch (reason
+        ``idle``), exactly as ``end`` does. Idempotent across processes: each session is
+        ended under its state's version, so two sweeps (or a sweep and an add) never hand
+        the same turns over twice; a session active again is left as it is."""
+        now = now or datetime.now(timezone.utc)
+        resumed = self.resume()
+        cutoff = now - timedelta(seconds=self.settings.idle_s)
+        sessions = batches = seen = 0
+        after: list[Any] | None = None
+        while seen < SWEEP_MAX:
+            page = self.store.idle_states(_iso(cutoff), SWEEP_PAGE, after)
+            for scope, src, _ in page:
+                try:
+                    out = self.append(
+                        scope, src["session_id"], [], {}, "idle", now, idle_before=cutoff
+                    )
+                except KememError as exc:  # one session's trouble does not stop the sweep
+                    log.warning("idle sweep: a session failed: %s", type(exc).__name__)
+                    continue
+                sessions += bool(out.batches)
+                batches += len(out.batches)
+            seen += len(page)
+            if len(page) < SWEEP_PAGE:
+                break
+            after = page[-1][2]
+        if sessions:
+            log.info("idle sweep: %d session(s) ended, %d batch(es)", sessions, batches)
+        return Swept(resumed, sessions, batches)
+
     # -- the running summary -----------------------------------------------------------------
     def _maybe_summarize(self, scope: Scope, sid: str) -> None:
         view = self.view(scope, sid)
@@ -347,6 +430,23 @@ class SessionManager:
                 return
             updated = replace(current, summary=text, summary_upto=upto)
             self.store.put_state(scope, sid, updated.fields(), version)
+            self._remember(scope, sid, updated)
+
+
+def _view_keys(sid: str, state: SessionState) -> list[str]:
+    """What the dialogue of ``state`` reads: its open batches, then its turns."""
+    lo = max(dialogue_from(state, list(state.open_batches)), state.next_seq - MAX_DIALOGUE)
+    return [
+        *(batch_key(sid, f) for f in state.open_batches),
+        *(message_key(sid, n) for n in range(lo, state.next_seq)),
+    ]
+
+
+def _same_keys(a: SessionState, b: SessionState) -> bool:
+    """Two states whose dialogue reads the same documents."""
+    return (a.next_seq, a.window_from, a.open_batches, a.summary_upto) == (
+        b.next_seq, b.window_from, b.open_batches, b.summary_upto,
+    )  # fmt: skip
 
 
 def _numbers(turns: list[dict[str, Any]], start: int, ahead: list[dict[str, Any]]) -> list[int]:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -17,6 +20,7 @@ from kemem_es.contract.options import QueryOptions
 from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
 from kemem_es.memory.inputs import utf8_text
+from kemem_es.runtime import result_of
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.manager import Outcome, SessionManager, View
 from kemem_es.session.tokens import TokenCounter
@@ -41,7 +45,18 @@ class Recall(Protocol):
     ) -> QueryResponse: ...
 
 
+CONTEXT_TURNS = 20  # the window's newest turns a context's recall takes as its ``context``
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 1)
+
+
 class Sessions:
+    """``prepare``: ``Kemem.prepare_context`` — after each add the window's vector is computed
+    off the request path (a thread of its own), so the next ``context()`` embeds only the user's
+    message (its recall uses ``context_vector="earlier"`` unless told otherwise)."""
+
     def __init__(
         self,
         manager: SessionManager,
@@ -49,6 +64,7 @@ class Sessions:
         counter: Callable[[], TokenCounter],
         settings: SessionSettings,
         prefix: str,
+        prepare: Callable[[Sequence[Mapping[str, str]]], bool] | None = None,
     ) -> None:
         self.manager = manager
         self.store = manager.store
@@ -56,6 +72,10 @@ class Sessions:
         self.counter = counter
         self.settings = settings
         self.prefix = prefix
+        self.prepare = prepare
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kemem-context")
+        self._preparing: set[tuple[Scope, str]] = set()
+        self._guard = threading.Lock()
 
     # -- writes -------------------------------------------------------------------------------
     def add(
@@ -71,10 +91,37 @@ class Sessions:
         returns, and their memories returned (else they are extracted in the background)."""
         flush = "scene" if scene_change else None
         done = self.manager.append(scope, session_id, messages, names, flush, start=not wait)
+        self._prepare_window(scope, done.session_id)
         written: list[AddResult] = []
         for cut in done.batches if wait else []:
             written += self.manager.process(scope, done.session_id, cut.first_seq)
         return _appended(done), written
+
+    def _prepare_window(self, scope: Scope, sid: str) -> None:
+        """The window's vector for the next context, computed in the background (one job per
+        session at a time: a job still queued covers the adds that come meanwhile)."""
+        if self.prepare is None:
+            return
+        key = (scope, sid)
+        with self._guard:
+            if key in self._preparing:
+                return
+            self._preparing.add(key)
+
+        def job() -> None:
+            try:
+                with self._guard:
+                    self._preparing.discard(key)  # an add from now on queues its own
+                turns = self.manager.view(scope, sid).turns[-CONTEXT_TURNS:]
+                if turns and self.prepare is not None:
+                    self.prepare([{"role": t["role"], "content": t["content"]} for t in turns])
+            except Exception as exc:  # only a speed-up: the context embeds the window itself
+                log.debug("preparing a session window failed: %s", type(exc).__name__)
+
+        self._pool.submit(job)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     def end(self, scope: Scope, session_id: object) -> Appended:
         return _appended(self.manager.end(scope, session_id))
@@ -104,10 +151,23 @@ class Sessions:
         view: View | None = None
         sid = checked_session(session_id) if session_id is not None else None
         overview: list[dict[str, Any]] = []
-        try:
-            view = self.manager.view(scope, sid) if sid else None
-            if self.settings.overview_max:
-                overview = self.store.recent_events(scope, self.prefix, self.settings.overview_max)
+        start = time.perf_counter()
+        timings: dict[str, float] = {}
+        try:  # the overview's search runs while the window is read (they are independent)
+            wanted = self.settings.overview_max
+            pending = (
+                self._pool.submit(self.store.recent_events, scope, self.prefix, wanted)
+                if wanted
+                else None
+            )
+            try:
+                view = self.manager.view(scope, sid) if sid else None
+                timings["session"] = _ms(start)
+            finally:
+                # awaited, not blocked on, inside an async verb: the thread's engine call
+                # needs the event loop this call runs on
+                overview = result_of(pending) if pending is not None else []
+                timings["overview"] = _ms(start)
         except EngineUnavailable as exc:
             degraded = f"session unavailable: {exc}"
             log.warning("context degraded: %s", type(exc).__name__)
@@ -115,7 +175,9 @@ class Sessions:
         user_name = user_name or (state.user_name if state else None)
         agent_name = agent_name or (state.agent_name if state else None)
         turns = view.turns if view else []
+        t0 = time.perf_counter()
         recall = self._recall(scope, message, turns, overview, user_name, agent_name, now, options)
+        timings["recall"] = _ms(t0)
         if recall.additional_info.degraded and not degraded:
             degraded = recall.additional_info.degraded_reason or "recall degraded"
         inp = Inputs(
@@ -134,7 +196,11 @@ class Sessions:
             pending=view.pending if view else 0,
             degraded=degraded,
         )
+        t0 = time.perf_counter()
         result = assemble(inp, self.counter())
+        timings["assemble"] = _ms(t0)
+        timings["total"] = _ms(start)
+        result.timings_ms = timings
         t = result.tokens  # token use per agent (ids and counts only: never the text)
         log.info(
             "context agent_id=%s tokens=%d/%d dialogue=%d summary=%d overview=%d details=%d",
@@ -153,10 +219,12 @@ class Sessions:
         now: datetime,
         options: dict[str, Any],
     ) -> QueryResponse:
-        context = [{"role": t["role"], "content": t["content"]} for t in turns[-20:]]
+        context = [{"role": t["role"], "content": t["content"]} for t in turns[-CONTEXT_TURNS:]]
         opts: dict[str, Any] = {"now": now, **options}
         if context and "context" not in opts:
             opts["context"] = context
+            # the window's own vector, prepared after the last add (see the class docstring)
+            opts.setdefault("context_vector", "earlier")
         ids = [str(s.get("id")) for s in overview if s.get("id")]
         if ids:
             opts["exclude_ids"] = [*opts.get("exclude_ids", []), *ids]

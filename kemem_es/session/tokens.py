@@ -33,6 +33,10 @@ class CharCounter:
         return len(text)
 
 
+COUNTS_KEPT = 8192  # line counts a counter remembers
+CACHED_MAX_CHARS = 2000  # longer texts (whole contexts) are counted each time
+
+
 class FileCounter:
     """Tokens of a ``tokenizer.json`` (special tokens not added: the text's own tokens)."""
 
@@ -50,11 +54,17 @@ class FileCounter:
         self._tok.no_truncation()
         self._tok.no_padding()
         self.name = str(path)
+        # A window's turns and the overview's lines come back in every context of a session:
+        # their counts are remembered (the whole texts, new each time, simply miss).
+        self._cached = lru_cache(maxsize=COUNTS_KEPT)(self._encode)
+
+    def _encode(self, text: str) -> int:
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return self._cached(text) if len(text) <= CACHED_MAX_CHARS else self._encode(text)
 
 
 @lru_cache(maxsize=8)

@@ -60,6 +60,7 @@ class SessionState:
             "user_name": self.user_name,
             "agent_name": self.agent_name,
             "last_at": self.last_at,
+            "window_open": self.next_seq > self.window_from,  # what the idle sweep looks for
         }
 
     @property

@@ -125,7 +125,8 @@ class Batches:
 
     def open_batches(self, limit: int = 1000) -> list[tuple[Scope, Versioned]]:
         """Batches not done, of every scope (for a restart's resume), oldest first."""
-        self.store.install()
+        if not self.store.exists():
+            return []  # no session was ever stored under this prefix
         body = {
             "size": limit,
             "query": {

@@ -5,6 +5,7 @@ out of recall."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from kemem_es.engine.client import Engine, Search
@@ -18,8 +19,10 @@ from kemem_es.store.layout import (
     SUBJECT_FIELD,
     SUPERSEDED_BY,
     index_alias,
+    users_alias,
 )
 from kemem_es.store.scope import Scope
+from kemem_es.store.users import state_id, utc_iso
 
 HOLDERS = 20  # current memories of one subject and slot looked at per write
 
@@ -80,8 +83,8 @@ class Facts:
 
     def current_entities(self, scope: Scope, size: int = JUDGE_CANDIDATES) -> list[dict[str, Any]]:
         """The scope's current (not superseded) entity memories, newest first: what an LLM
-        judge of facts that change is shown (``memory.extract.judge``). None when the index
-        is missing."""
+        judge of facts that change is shown (``memory.extract.judge``), and what consolidation
+        groups (``memory.consolidate``). Empty when the index is missing."""
         body = {
             "size": size,
             "sort": [{"updatetime": "desc"}],
@@ -96,3 +99,14 @@ class Facts:
                 return []
             raise_engine_error(resp, JUDGE_DOING)
         return [h["_source"] for h in resp["hits"]["hits"] if scope.owns(h["_source"])]
+
+    def record_pass(self, scope: Scope, field: str, at: datetime) -> None:
+        """A user's state (``{prefix}-users``, the clean-up's document) records ``field`` =
+        ``at``: when consolidation last ran for them."""
+        doc = {"agent_id": scope.agent_id, "user_id": scope.user_id, field: utc_iso(at)}
+        lines: list[dict[str, Any]] = [
+            {"update": {"_index": users_alias(self.engine.settings.index_prefix),
+                        "_id": state_id(scope), "retry_on_conflict": 10}},
+            {"doc": doc, "doc_as_upsert": True},
+        ]  # fmt: skip
+        self.engine.bulk(lines, refresh=True)

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 SESSIONS = "sessions"
 _SEP = "\x1f"
 LIST_MAX = 10_000  # messages one listing returns at most (the engine's default window)
+# Fields added to the sessions template after its version 1 shipped: an index without them is
+# given them in place at install (a state document written before simply lacks them).
+ADDED = {"window_open": {"type": "boolean"}}
 
 
 def sessions_alias(prefix: str) -> str:
@@ -94,7 +97,19 @@ class SessionStore:
                 _create(
                     self.engine, index, {**body, "aliases": {self.alias: {"is_write_index": True}}}
                 )
+            else:
+                self.engine.put_mapping(self.alias, ADDED)
         self._installed = True
+
+    def exists(self) -> bool:
+        """The sessions index is there (then installed, with its added fields): a sweep over a
+        prefix that never stored a session creates nothing."""
+        if not self._installed:
+            with activity("reading sessions"):
+                if not self.engine.index_exists(self.alias):
+                    return False
+            self.install()
+        return True
 
     def _ref(self, scope: Scope, key: str) -> tuple[str, str, str]:
         return self.alias, scope.doc_id(key), scope.routing
@@ -197,12 +212,27 @@ class SessionStore:
             resp = self.engine.bulk(lines)
         items = [next(iter(i.values())) for i in resp["items"]]
         if items[-1].get("status") == 409:
+            self._drop_orphans(scope, items[len(messages) : -1])
             raise ConcurrentChange(f"session {session_id!r} changed meanwhile")
         check_bulk(
             {"items": [i for i in resp["items"] if next(iter(i.values())).get("status") != 409]},
             "writing a session",
         )
         return ["exists" if i.get("status") == 409 else "created" for i in items[: len(messages)]]
+
+    def _drop_orphans(self, scope: Scope, items: Sequence[Mapping[str, Any]]) -> None:
+        """Batch records this write created although its state write lost (another writer
+        moved the window meanwhile): no state lists them, so they go again at once (the retry
+        records its own; a worker never extracts a batch its session's state does not list)."""
+        created = [i["_id"] for i in items if i.get("status") in (200, 201)]
+        if created:
+            with activity("writing a session"):
+                self.engine.bulk(
+                    [
+                        {"delete": {"_index": self.alias, "_id": i, "routing": scope.routing}}
+                        for i in created
+                    ]
+                )
 
     def put_messages(
         self, scope: Scope, session_id: str, messages: Sequence[Mapping[str, Any]]
@@ -258,6 +288,48 @@ class SessionStore:
         }
         hits = self._search(scope, body, "listing sessions")["hits"]["hits"]
         return [h["_source"] for h in hits if scope.owns(h["_source"])]
+
+    def idle_states(
+        self, before: str, limit: int, after: list[Any] | None = None
+    ) -> list[tuple[Scope, dict[str, Any], list[Any]]]:
+        """Sessions of every scope whose window still holds turns and whose last message came
+        before ``before`` (ISO time), oldest first: (scope, state, sort key for ``after``).
+        A state written before ``window_open`` existed is listed until it is written again."""
+        if not self.exists():
+            return []
+        body: dict[str, Any] = {
+            "size": limit,
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"doc_type": "state"}},
+                        {"range": {"last_at": {"lt": before}}},
+                        {
+                            "bool": {
+                                "should": [
+                                    {"term": {"window_open": True}},
+                                    {"bool": {"must_not": {"exists": {"field": "window_open"}}}},
+                                ],
+                                "minimum_should_match": 1,
+                            }
+                        },
+                    ]
+                }
+            },
+            "sort": [{"last_at": "asc"}, {"uid": "asc"}],
+            "_source": {"excludes": ["last_context", "summary"]},
+        }
+        if after:
+            body["search_after"] = after
+        with activity("listing idle sessions"):
+            self.engine.refresh(self.alias, self.engine.read_timeout)
+            resp = self.engine.search(self.alias, body)
+        out = []
+        for hit in check_shards(resp, "listing idle sessions")["hits"]["hits"]:
+            src = hit["_source"]
+            scope = Scope.of(agent_id=src["agent_id"], user_id=src.get("user_id"), db=src["db"])
+            out.append((scope, src, hit["sort"]))
+        return out
 
     def recent_events(self, scope: Scope, prefix: str, limit: int) -> list[dict[str, Any]]:
         """The scope's newest ``limit`` events extracted from a session (they carry its

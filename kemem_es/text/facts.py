@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 SELF = "self"
 
@@ -321,22 +320,3 @@ def asks_about_past(text: str) -> bool:
 
 def asks_about_now(text: str) -> bool:
     return bool(_RECENT_Q.search(text))
-
-
-def period_of(text: str, now: datetime) -> tuple[datetime, datetime] | None:
-    """The date range a question names (去年, 上个月, 前年, 上周, 今年), from ``now``."""
-    y = now.year
-    if "前年" in text:
-        return datetime(y - 2, 1, 1), datetime(y - 1, 1, 1)
-    if "去年" in text:
-        return datetime(y - 1, 1, 1), datetime(y, 1, 1)
-    if "今年" in text:
-        return datetime(y, 1, 1), datetime(y + 1, 1, 1)
-    if "上个月" in text or "上月" in text:
-        first = datetime(y, now.month, 1)
-        prev = first - timedelta(days=1)
-        return datetime(prev.year, prev.month, 1), first
-    if "上周" in text or "上个星期" in text or "上星期" in text:
-        start = datetime(y, now.month, now.day) - timedelta(days=now.weekday() + 7)
-        return start, start + timedelta(days=7)
-    return None

@@ -80,3 +80,43 @@ def test_an_index_from_before_gets_the_fact_fields_in_place(kemem) -> None:
     assert res.superseded == ["old"]
     props = eng.get_index(alias)[index]["mappings"]["properties"]
     assert set(FACT_FIELDS) <= set(props)
+
+
+def test_entity_records_history_recall_and_never_across_scopes(kemem) -> None:
+    """Entity records: the history entry, default recall without the superseded fact, a
+    past-question with it, and the same id in another scope untouched."""
+    kemem.add(_rec("阿宁住在北京", "2025-03-01", "home"), **A, kind="entities")
+    kemem.add(_rec("阿宁住在上海", "2025-03-01", "home"), **B, kind="entities")  # same id
+    (res,) = kemem.add(_rec("阿宁搬到杭州了", "2025-09-01", "moved"), **A, kind="entities",
+                       refresh=True)  # fmt: skip
+    assert res.superseded == ["home"]
+    assert kemem.get("home", **A).superseded_by == "moved"
+    assert kemem.get("home", **B).superseded_by is None  # never across scopes
+    hist = kemem.history("home", **A)
+    assert any(h.reason == "superseded" and h.matched_id == "moved" for h in hist)
+    q = {**A, "reinforce": False, "entity_threshold": 0, "score_threshold": 0}
+    now = [h.index["index"] for h in kemem.query("阿宁现在住在哪个城市", **q).memory_entities]
+    assert "moved" in now and "home" not in now
+    past = [h.index["index"] for h in kemem.query("阿宁以前住在哪个城市", **q).memory_entities]
+    assert "home" in past[:3]
+
+
+def test_a_time_question_ranks_the_period_first(kemem) -> None:
+    """Time-aware questions (text.timeframe): of episodes alike, the one of the period the
+    question names comes first; with period_boost 0 the same memories come back."""
+    from datetime import datetime, timezone
+
+    trips = [("t24", "我去泰国清迈旅游了一趟，天天逛夜市", "2024-09-21"),
+             ("t25", "我去云南大理旅游了，在洱海边骑车", "2025-07-05"),
+             ("t26", "我去日本京都旅游了，看了好多寺庙", "2026-05-16")]  # fmt: skip
+    recs = [{"id": i, **A, "description": d, "created_at": f"{t}T10:00:00+00:00"}
+            for i, d, t in trips]  # fmt: skip
+    kemem.index_records(recs, kind="events", db="user")
+    kemem.memories.crud.refresh(kemem._scope(A["agent_id"], A["user_id"], "user"), {"events"})
+    now = datetime(2026, 11, 28, 15, tzinfo=timezone.utc)
+    q = {**A, "reinforce": False, "score_threshold": 0, "now": now, "entity_limit": 0}
+    for text, gold in (("我去年去哪儿旅游了", "t25"), ("前年去哪旅游了", "t24")):
+        got = [h.index for h in kemem.query(text, **q).memory_events]
+        assert got[0] == gold, (text, got)
+        off = [h.index for h in kemem.query(text, **q, period_boost=0).memory_events]
+        assert sorted(off) == sorted(got)

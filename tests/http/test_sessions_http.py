@@ -89,3 +89,43 @@ def test_context_and_sessions_over_http_with_keys(kemem: Kemem) -> None:
     gone = c.delete("/v1/sessions/s1", params=A, headers=ka)
     assert gone.status_code == 200 and gone.json() == {"deleted": 4}
     assert c.get("/v1/sessions/s1/messages", params=A, headers=ka).json()["results"] == []
+
+
+@pytest.mark.engine
+def test_the_server_ends_idle_sessions_on_its_own(kemem: Kemem) -> None:
+    """The server's sweep (KEMEM_SESSION_SWEEP_S): a session idle past KEMEM_SESSION_IDLE_S is
+    ended while the server runs — its window handed to extraction (here the no-LLM fallback)."""
+    import asyncio
+    from datetime import datetime, timedelta, timezone
+
+    from kemem_es import AsyncKemem
+    from kemem_es.server.app import create_app
+    from kemem_es.store.sessions import SessionStore, batch_key
+
+    kemem.init()
+    settings = kemem.settings.model_copy(update={"session_sweep_s": 0.2})
+    akm = AsyncKemem(settings)
+    akm.core.embedder = kemem.embedder
+    scope = kemem._scope("agent_a", "u1", "user")
+    long_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    said = turns(4)
+    kemem.sessions.manager.append(scope, "old", said, {"user_name": "木木"}, now=long_ago)
+    store = SessionStore(kemem.engine)
+    app = create_app(akm, settings, close=True)
+
+    def window_from() -> int:
+        state = store.state(scope, "old")
+        return int(state.source["window_from"]) if state else -1
+
+    async def serve() -> int:
+        async with app.router.lifespan_context(app):
+            for _ in range(600):  # the first sweep runs at start; wait for it
+                if await asyncio.to_thread(window_from) == 4:
+                    break
+                await asyncio.sleep(0.1)
+            return await asyncio.to_thread(window_from)
+
+    assert asyncio.run(serve()) == 4
+    (batch,) = store.get_docs(scope, [batch_key("old", 0)])  # drained at the server's close
+    assert batch is not None and batch.source["reason"] == "idle"
+    assert batch.source["status"] == "done"

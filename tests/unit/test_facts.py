@@ -18,7 +18,6 @@ from kemem_es.text.facts import (
     asks_about_past,
     entity_facts,
     facts_of,
-    period_of,
     question_slots,
 )
 
@@ -111,12 +110,6 @@ def test_questions() -> None:
     assert "居住地" in question_slots("要给我寄东西的话寄到哪个城市")
     assert "饮食:香菜" in question_slots("这碗面要不要给我加香菜")
     assert asks_about_past("我以前住在哪里？") and not asks_about_past("我现在住在哪？")
-    from datetime import datetime
-
-    assert period_of("去年我去了哪", datetime(2025, 6, 1)) == (
-        datetime(2024, 1, 1),
-        datetime(2025, 1, 1),
-    )
 
 
 def test_past_question_lifts_the_current_only_filter() -> None:

@@ -11,7 +11,6 @@ and which a loopback test server can check field by field.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 import threading
@@ -19,16 +18,16 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
 from kemem_es.logs import quiet_client_logs
-from kemem_es.memory.extract.answer import answer_text, parse_extraction
+from kemem_es.memory.extract.answer import answer_text
 from kemem_es.memory.extract.base import Extraction, Messages
 from kemem_es.memory.extract.judge import Candidate, judge_section
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
+from kemem_es.memory.extract.replies import Replies, load_httpx
 
 if TYPE_CHECKING:
     import httpx
@@ -41,24 +40,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 RETRY_PAUSE_S = 0.2
 
 
-def _httpx() -> ModuleType:
-    try:
-        import httpx
-    except ModuleNotFoundError:
-        raise ExtractionError(
-            "infer=True talks to the LLM through httpx: pip install 'kemem-es[llm]'"
-        ) from None
-    return httpx
-
-
-class _Retry(Exception):
-    """One attempt failed in a way worth one more try (connection error, 5xx)."""
-
-    def __init__(self, error: ExtractionError) -> None:
-        self.error = error
-
-
-class OpenAIExtractor:
+class OpenAIExtractor(Replies):
     """POST ``{base_url}/chat/completions`` with the prompt and the dialogue; parse and
     validate the JSON answer.
 
@@ -81,7 +63,7 @@ class OpenAIExtractor:
         prompt_path: Path | None = None,
         max_tokens: int | None = None,
     ) -> None:
-        httpx = _httpx()
+        httpx = load_httpx()
         try:
             url = httpx.URL(base_url.strip())
             path = url.path.rstrip("/")
@@ -166,85 +148,6 @@ class OpenAIExtractor:
         return headers
 
     # -- answers ------------------------------------------------------------------------------
-    def _timeout(self) -> ExtractionError:
-        return ExtractionError(
-            f"the extractor at {self.where} did not answer within {self.timeout_s:g} s "
-            "(KEMEM_LLM_TIMEOUT_S); nothing was stored"
-        )
-
-    def _detail(self, raw: bytes) -> str:
-        """A short, key-free excerpt of an error body (the server's own message if JSON)."""
-        text = raw[:4096].decode("utf-8", "replace")
-        try:
-            err = json.loads(text).get("error")
-            text = err.get("message", "") if isinstance(err, dict) else str(err or text)
-        except (ValueError, AttributeError):
-            pass
-        if self._key:
-            text = text.replace(self._key, "***")
-        text = re.sub(r"Bearer\s+\S+", "Bearer ***", text)
-        text = re.sub(r"\s+", " ", text).strip()
-        return text[:200] + ("…" if len(text) > 200 else "")
-
-    def _answer(self, status: int, raw: bytes) -> Any:
-        """The response body as JSON, or the error it means (a _Retry when worth one more)."""
-        where = self.where
-        if status in (401, 403):
-            hint = "check KEMEM_LLM_API_KEY" if self._key else "set KEMEM_LLM_API_KEY"
-            raise ExtractionError(
-                f"the extractor at {where} refused the credentials (HTTP {status}); {hint}"
-            )
-        # The upstream's own words (an organisation id, quota text, an echo of the request)
-        # never go into the message, which reaches HTTP answers: a status and our reason; the
-        # body's excerpt, scrubbed of the key, is logged at DEBUG and kept on ``detail``.
-        if status >= 500:
-            detail = self._detail(raw)
-            log.debug("extractor answered HTTP %d: %s", status, detail)
-            raise _Retry(
-                ExtractionError(f"the extractor at {where} failed (HTTP {status})", detail=detail)
-            )
-        if status != 200:
-            detail = self._detail(raw)
-            log.debug("extractor answered HTTP %d: %s", status, detail)
-            hint = ""
-            if status == 404:
-                hint = " — check KEMEM_LLM_BASE_URL (it usually ends in /v1) and KEMEM_LLM_MODEL"
-            elif self.json_mode and "response_format" in detail:
-                hint = " — set KEMEM_LLM_JSON_MODE=false for servers without JSON mode"
-            raise ExtractionError(
-                f"the extractor at {where} refused the request (HTTP {status}){hint}",
-                detail=detail,
-            )
-        try:
-            return json.loads(raw)
-        except RecursionError:
-            raise ExtractionError(
-                f"the extractor at {where} answered with JSON nested too deeply"
-            ) from None
-        except ValueError:
-            raise ExtractionError(
-                f"the extractor at {where} answered HTTP 200 with a body that is not JSON; "
-                "is KEMEM_LLM_BASE_URL an OpenAI-compatible endpoint?"
-            ) from None
-
-    def _retryable(self, exc: Exception) -> ExtractionError:
-        """What a failed attempt means. A connection error or a 5xx is returned: worth one
-        more try. A timeout (the budget is spent), a refusal or a bad answer is raised."""
-        httpx = _httpx()
-        if isinstance(exc, _Retry):
-            return exc.error
-        if isinstance(exc, httpx.TimeoutException):
-            raise self._timeout() from None
-        if isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError):
-            return ExtractionError(
-                f"could not reach the extractor at {self.where} ({type(exc).__name__})"
-            )
-        if isinstance(exc, httpx.HTTPError):
-            raise ExtractionError(
-                f"the extractor at {self.where} failed: {type(exc).__name__}"
-            ) from None
-        raise exc
-
     def _collect(self, chunks: list[bytes], chunk: bytes, size: int) -> int:
         """Keep a chunk of the body; the size so far (over MAX_ANSWER_BYTES is refused)."""
         chunks.append(chunk)
@@ -255,35 +158,9 @@ class OpenAIExtractor:
             )
         return size
 
-    def _done(
-        self,
-        body: Any,
-        started: float,
-        n_messages: int,
-        now: datetime,
-        candidates: Sequence[Candidate] = (),
-    ) -> Extraction:
-        labels = {c.label: c.memory_id for c in candidates}
-        try:
-            text, finish = answer_text(body)
-            result = parse_extraction(text, now=now, finish_reason=finish, labels=labels)
-        except RecursionError:  # an answer nested past Python's limit: upstream's fault
-            raise ExtractionError("the extractor's answer is nested too deeply") from None
-        log.info(
-            "extracted %d events, %d entities from %d messages in %.0f ms (model %s)",
-            len(result.events),
-            len(result.entities),
-            n_messages,
-            (time.monotonic() - started) * 1000,
-            self.model,
-        )
-        if result.ignored:
-            log.debug("extraction: ignored keys %s", ", ".join(result.ignored[:20]))
-        return result
-
     # -- sync -----------------------------------------------------------------------------------
     def _http(self) -> httpx.Client:
-        httpx = _httpx()
+        httpx = load_httpx()
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(follow_redirects=False)
@@ -302,7 +179,7 @@ class OpenAIExtractor:
         self.close()
 
     def _post(self, body: dict[str, Any], deadline: float) -> Any:
-        httpx = _httpx()
+        httpx = load_httpx()
         error: ExtractionError | None = None
         for attempt in (1, 2):
             remaining = deadline - time.monotonic()
@@ -395,7 +272,7 @@ class OpenAIExtractor:
         candidates: Sequence[Candidate] = (),
     ) -> Extraction:
         """:meth:`extract` for an event loop; the whole call is bounded by ``timeout_s``."""
-        httpx = _httpx()
+        httpx = load_httpx()
         started = time.monotonic()
         body = self.request_body(
             messages, user_name=user_name, agent_name=agent_name, now=now, candidates=candidates

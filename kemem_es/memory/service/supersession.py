@@ -49,8 +49,9 @@ class Supersession(ServiceBase):
         return self.facts.current_entities(scope)
 
     def mark_superseded(
-        self, scope: Scope, kind: MemoryKind, memory_id: str, by: str, actor: str = "api"
-    ) -> bool:
+        self, scope: Scope, kind: MemoryKind, memory_id: str, by: str, actor: str = "api",
+        reason: str = "superseded",
+    ) -> bool:  # fmt: skip
         """Mark one memory superseded by ``by`` (kept, recorded in history, no longer recalled
         as current). False when it is gone or superseded already."""
 
@@ -66,7 +67,7 @@ class Supersession(ServiceBase):
             after = {**stored.source, **change}
             entry = history.entry(
                 scope, memory_id, kind, "UPDATE", actor, stored.source, after,
-                reason="superseded", matched_id=by,
+                reason=reason, matched_id=by,
             )  # fmt: skip
             self.crud.patch(scope, stored, change, entry, False)
             self.recent.remember(scope, kind, memory_id, after, None)

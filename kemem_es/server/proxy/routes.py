@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from kemem_es.errors import KememError
+from kemem_es.errors import InvalidInput, KememError
 from kemem_es.server.auth import Access, authenticate
 from kemem_es.server.errors import ApiError, public_reason
 from kemem_es.server.proxy.memory import (
@@ -76,6 +76,8 @@ async def _chain(request: Request, turn: Turn, previous: str | None) -> None:
         lookup = state(request).chains.session_of(km, previous, turn.agent, turn.user)
         try:  # one read by id: the chat's deadline, and a second for the round trip
             session = await asyncio.wait_for(lookup, km.settings.query_timeout_s + 1)
+        except InvalidInput:  # an id the store's rule refuses: 422 (the app's handler)
+            raise
         except (KememError, asyncio.TimeoutError) as exc:  # whose it is cannot be told
             why = public_reason(exc, km.settings.url) if isinstance(exc, KememError) else "slow"
             raise ApiError(
