@@ -124,9 +124,17 @@ def question_part(text: str) -> str:
 
 def timeframe_of(text: str, now: datetime) -> Timeframe | None:
     """The time the utterance's question (its last sentence, ``question_part``) asks about,
-    from ``now`` (naive: UTC, as records are read); None when it names none. The first match
-    in this order wins: a childhood, a named day, week, month or year, an "N … ago", an
-    explicit year or month, then recency."""
+    from ``now`` (naive: UTC, as records are read); None when it names none, or when the
+    period falls outside the calendar (a ``now`` at the time rule's edges, year 1000 or 9999:
+    no period, rather than an OverflowError). The first match in this order wins: a childhood,
+    a named day, week, month or year, an "N … ago", an explicit year or month, then recency."""
+    try:
+        return _timeframe_of(text, now)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
     text = question_part(text or "")
     if not text.strip():
         return None

@@ -129,3 +129,9 @@ def test_time_order_keeps_entity_tiers() -> None:
     out = time_order(hits, lambda h: h[0], lambda h: h[1], frame, p, entities=True)
     ids = [h[0]["id"] for h in out]
     assert ids.index("attr-in") < ids.index("attr")
+
+
+@pytest.mark.parametrize("now", ["9999-12-31T23:00:00-01:00", "1000-01-01T00:00:00+18:00"])
+@pytest.mark.parametrize("text", ["豆包最近怎么样", "去年我们去哪了", "三年前的事", "明年"])
+def test_a_now_at_the_calendars_edges_names_no_period_instead_of_failing(now: str, text: str):
+    timeframe_of(text, datetime.fromisoformat(now))  # no OverflowError: None or a period
