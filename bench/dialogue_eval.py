@@ -30,7 +30,9 @@ regime (threads of near misses, the target's words kept out).
 ``--corpus implied``: the implied-memory dev set (bench/dialogue_implied/, style ``implied``):
 160 four-turn dialogues over four more users' memories (40 each, ten same-topic families of four:
 every memory is one dialogue's target and its three family members are that dialogue's hard
-negatives); the last turn implies the memory without naming it.
+negatives); the last turn implies the memory without naming it. Style ``implied_drift``: 40
+more dialogues whose earlier turns name one memory of a family and whose last turn implies
+another, the only gold.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -76,6 +78,7 @@ STYLES = (
     "fresh",
     "hard",
     "implied",
+    "implied_drift",
 )
 SETS = {
     "short": ("recall", "situational"),
@@ -88,6 +91,7 @@ SETS = {
     "fresh": ("fresh",),
     "hard": ("hard",),
     "implied": ("implied",),
+    "implied_drift": ("implied_drift",),
 }
 # the styles a corpus holds (the default of --styles)
 CORPUS_STYLES = {
@@ -96,7 +100,7 @@ CORPUS_STYLES = {
     "check": ("check", "check_session"),
     "fresh": ("fresh",),
     "hard": ("hard",),
-    "implied": ("implied",),
+    "implied": ("implied", "implied_drift"),
 }
 
 

@@ -7,7 +7,8 @@ scene|keywords|description``, the 1-based number among the memory lines is the i
 ``im-<user>-<agent>-NN``; ``dialogues_<user>.txt``: ``== agent user 用户名 角色名``, then per
 query ``@ gold numbers`` and the turns ``A``/``U``, the first gold number the memory the dialogue
 was written for). Output, committed and deterministic: ``events.jsonl``, ``queries.jsonl``
-(style ``implied``, qids ``i-<user>-<agent>-NNN``) and ``qrels.tsv``, so that
+(style ``implied``, qids ``i-<user>-<agent>-NNN``; then the topic-shift dialogues of
+``drift_<user>.txt``, same format, style ``implied_drift``, qids ``d-…``) and ``qrels.tsv``, so that
 ``bench.dialogue_eval --corpus implied`` runs it. ``python -m bench.dialogue_implied.build
 --check`` prints, per dialogue, the words its last turn shares with its gold memory (the
 writing rule, see README.md).
@@ -18,10 +19,26 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.dialogue.build import write_set
 from bench.dialogue_check.build import BriefSet
+from bench.dialogue_en.build import dialogues, read_names
 
 SET = BriefSet(Path(__file__).resolve().parent, "im", ("implied", "i"))
-HERE, events, queries, main = SET.folder, SET.events, SET.queries, SET.build
+HERE, events = SET.folder, SET.events
+
+
+def queries(names: dict[str, str], known: set[str]) -> list[dict]:
+    """The dialogues (style ``implied``), then the topic-shift ones (``implied_drift``)."""
+    drift = dialogues(names, known, "drift_*.txt", HERE, ("implied_drift", "d"), SET.memory_id)
+    return [*SET.queries(names, known), *drift]
+
+
+def main() -> None:
+    names = read_names(HERE)
+    evs = events(names)
+    qs = queries(names, {e["id"] for e in evs})
+    write_set(HERE, evs, qs)
+    print(f"{len(evs)} events, {len(qs)} dialogue queries")
 
 
 def shared_words() -> list[tuple[str, list[str]]]:
@@ -40,7 +57,7 @@ def shared_words() -> list[tuple[str, list[str]]]:
     }
     out = []
     for q in map(json.loads, (HERE / "queries.jsonl").read_text("utf-8").splitlines()):
-        last = q["turns"][-1]["text"]
+        last = q["turns"][-1]["text"]  # drift: the earlier turns name a sibling on purpose
         out.append((q["qid"], sorted(words(last) & words(docs[q["gold"][0]]))))
     return out
 
