@@ -2,7 +2,7 @@
 
     python -m bench.dialogue_eval [--modes fusion bm25 ...] [--set '{"half_life_days": 365}']
         [--split all|a|b] [--styles recall situational long] [--reuse] [--keep] [--out FILE.json]
-        [--corpus zh|en|check|fresh|hard] [--keywords written|tfidf|none]
+        [--corpus zh|en|check|fresh|hard|implied] [--keywords written|tfidf|none]
 
 Corpus: the bundled demo corpus (user + official events and entities, kemem_es/demo/) plus
 bench/dialogue/extra_events.jsonl and extra_events_long.jsonl (the long set's near-miss
@@ -27,6 +27,12 @@ over four more users' memories (85 each), written blind in round 14 to the check
 ``--corpus hard``: the hard dev set (bench/dialogue_hard/, style ``hard``): 160 dialogues over
 four more users' memories, written to the same brief as a set to tune on in the check sets'
 regime (threads of near misses, the target's words kept out).
+``--corpus implied``: the implied-memory dev set (bench/dialogue_implied/, style ``implied``):
+160 four-turn dialogues over four more users' memories (40 each, ten same-topic families of four:
+every memory is one dialogue's target and its three family members are that dialogue's hard
+negatives); the last turn implies the memory without naming it. Style ``implied_drift``: 40
+more dialogues whose earlier turns name one memory of a family and whose last turn implies
+another, the only gold.
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -55,6 +61,7 @@ CORPORA = {
     "check": Path(__file__).resolve().parent / "dialogue_check",
     "fresh": Path(__file__).resolve().parent / "dialogue_fresh",
     "hard": Path(__file__).resolve().parent / "dialogue_hard",
+    "implied": Path(__file__).resolve().parent / "dialogue_implied",
 }
 MODES = ("fusion", "bm25", "vector", "rrf", "two_stage")
 
@@ -70,6 +77,8 @@ STYLES = (
     "check_session",
     "fresh",
     "hard",
+    "implied",
+    "implied_drift",
 )
 SETS = {
     "short": ("recall", "situational"),
@@ -81,6 +90,8 @@ SETS = {
     "check_session": ("check_session",),
     "fresh": ("fresh",),
     "hard": ("hard",),
+    "implied": ("implied",),
+    "implied_drift": ("implied_drift",),
 }
 # the styles a corpus holds (the default of --styles)
 CORPUS_STYLES = {
@@ -89,6 +100,7 @@ CORPUS_STYLES = {
     "check": ("check", "check_session"),
     "fresh": ("fresh",),
     "hard": ("hard",),
+    "implied": ("implied", "implied_drift"),
 }
 
 

@@ -42,6 +42,7 @@ class SearchOptions(TypedDict, total=False):
     entity_weights: EntityWeightsInput
     latin_entity_weights: EntityWeightsInput
     utterance_weight: float
+    utterance_share_weight: float
     context_decay: float
     context_turns: int
     context_vector: Literal["joint", "earlier"]

@@ -162,6 +162,17 @@ class QueryParams(BaseModel):
     utterance_weight: float = Field(
         0.2, ge=0, le=1, description="query vector = w·utterance + (1−w)·dialogue window"
     )
+    # A long last turn that tells the episode itself ("那回一转身他就从软垫上栽下来…") carries
+    # its memory; the window then mostly holds what was said before, often another memory of
+    # the same thread. Off by default: measured on the implied-memory set and the hard set only
+    # (bench/results/2026-11-28-embed2), not yet on the others.
+    utterance_share_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="utterance weight at least this × the utterance's share of the dialogue's "
+        "characters (0: off, utterance_weight alone)",
+    )
     context_decay: float = Field(
         0.7, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )

@@ -226,7 +226,7 @@ class QueryText:
             # one model call for the utterance and its sentences
             u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
             return _rounded(u), False, [_rounded(p) for p in parts]
-        w = params.utterance_weight
+        w = utterance_weight(params, utterance, turns)
         if params.context_vector == "earlier":
             window, cut = self.earlier_window(turns)
             d = self._cached(window)
@@ -284,6 +284,17 @@ def _query_names(params: QueryParams, turns: Sequence[Turn]) -> list[str]:
     """Names this query brings: the caller's user and agent names, the speaker labels."""
     given = [params.user_name, params.agent_name, *(t.speaker for t in turns)]
     return [normalize(n).strip() for n in given if n]
+
+
+def utterance_weight(params: QueryParams, utterance: str, turns: Sequence[Turn]) -> float:
+    """The utterance's weight in the query vector: ``utterance_weight``, raised to
+    ``utterance_share_weight`` × the utterance's share of the dialogue's characters when that is
+    more (a last turn that tells the episode itself outweighs the turns before it)."""
+    if params.utterance_share_weight <= 0:
+        return params.utterance_weight
+    total = len(utterance) + sum(len(t.text) for t in turns[: params.context_turns])
+    share = len(utterance) / total if total else 1.0
+    return max(params.utterance_weight, min(1.0, params.utterance_share_weight * share))
 
 
 def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:

@@ -1,0 +1,31 @@
+"""The utterance's share of the query vector (issue 39): off by default, and when on, a long
+last turn that tells the episode itself outweighs the turns before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from kemem_es.contract.params import QueryParams
+from kemem_es.search.query_text import utterance_weight
+from kemem_es.text.dialogue import Turn
+
+TURNS = [Turn("阿栗", "团子吞发圈那次花了不少钱吧"), Turn("小满", "两千八 心疼死我了")]
+
+
+def params(**kw: float) -> QueryParams:
+    return QueryParams(agent_id="a", user_id="u", **kw)
+
+
+def test_off_by_default_keeps_utterance_weight() -> None:
+    long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
+    assert params().utterance_share_weight == 0.0
+    assert utterance_weight(params(), long, TURNS) == pytest.approx(0.2)
+
+
+def test_share_raises_a_long_utterance_not_a_vague_one() -> None:
+    p = params(utterance_share_weight=0.7)
+    long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
+    total = len(long) + sum(len(t.text) for t in TURNS)
+    assert utterance_weight(p, long, TURNS) == pytest.approx(0.7 * len(long) / total)
+    assert utterance_weight(p, "对啊 就那回", TURNS) == pytest.approx(0.2)  # never below
+    assert utterance_weight(p, "嗯", []) == pytest.approx(0.7)  # no turns: all utterance
