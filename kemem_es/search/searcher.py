@@ -37,6 +37,7 @@ from kemem_es.search.searcher_base import (
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.store.embedding import refuse_other_model
 from kemem_es.store.embedding import stored as stored_calibration
+from kemem_es.store.names import Names
 from kemem_es.store.scope import Scope
 from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
 
@@ -174,7 +175,7 @@ class Searcher(EntitySearch):
         now: datetime,
         parts: Sequence[Sequence[float]],
         slots: Sequence[dict[str, Any]],
-        names: Any,
+        names: Names,
         clock: Stopwatch,
     ) -> tuple[
         list[EventResult],
