@@ -5,11 +5,16 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+from typing import TYPE_CHECKING
 
 import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
 from kemem_es.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from kemem_es.async_kemem import AsyncKemem
+    from kemem_es.config import Settings
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -42,8 +47,6 @@ def serve(
     """Serve /query, /query_simple and /v1/memories over HTTP (OpenAPI at /docs).
 
     API keys: KEMEM_SERVER_API_KEYS='{"key": ["agent_a"], "admin": ["*"]}'."""
-    from kemem_es.config import get_settings
-
     try:
         import uvicorn
 
@@ -54,6 +57,28 @@ def serve(
     if log_level.lower() not in LOG_LEVELS:
         error(f"--log-level: one of {', '.join(LOG_LEVELS)}")
         raise typer.Exit(EXIT_INVALID)
+    settings = _checked_settings(host, insecure)
+    _configure_logging(log_level)
+    km = _warmed_kemem(settings)
+    if not settings.server_api_keys:
+        logging.getLogger("kemem_es.server").warning("no API keys configured: open access")
+        # the name it binds is one its clients may use (the Host check, server.app.HostCheck)
+        hosts = [*settings.server_allowed_hosts, host]
+        settings = settings.model_copy(update={"server_allowed_hosts": hosts})
+    if workers > 1:  # the settings were checked above; each worker builds its own app
+        _serve_workers(host, port, workers, log_level)
+        return
+    # The app warms up (engine, names) before it takes traffic and closes km at shutdown.
+    app = create_app(km, settings, close=True)
+    # Our own request log replaces uvicorn's access log (which would print query strings).
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+
+
+def _checked_settings(host: str, insecure: bool) -> Settings:
+    """The settings, or exit: a bad KEMEM_* setting, an unusable key setting, or a
+    non-loopback address without API keys (unless ``insecure``)."""
+    from kemem_es.config import get_settings
+
     try:
         settings = get_settings()
     except InvalidInput as exc:  # a KEMEM_* setting, named (never quoting its value)
@@ -76,6 +101,10 @@ def serve(
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_INVALID)
+    return settings
+
+
+def _configure_logging(log_level: str) -> None:
     level = getattr(logging, log_level.upper(), logging.INFO)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     import jieba  # noqa: F401  (it sets its own logger to DEBUG on import)
@@ -84,6 +113,9 @@ def serve(
     # and jieba's start-up chatter stay below INFO.
     for noisy in ("jieba", "opensearch", "opensearchpy.trace", "elastic_transport"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def _warmed_kemem(settings: Settings) -> AsyncKemem:
     from kemem_es.async_kemem import AsyncKemem
 
     km = AsyncKemem(settings)
@@ -91,37 +123,31 @@ def serve(
         km.core.embedder  # noqa: B018
         km.core.tokenizer  # noqa: B018
         km.core.expander  # noqa: B018  (the lexicon, its overrides and the IDF table)
-    log = logging.getLogger("kemem_es.server")
-    if not settings.server_api_keys:
-        log.warning("no API keys configured: open access")
-        # the name it binds is one its clients may use (the Host check, server.app.HostCheck)
-        hosts = [*settings.server_allowed_hosts, host]
-        settings = settings.model_copy(update={"server_allowed_hosts": hosts})
-    if workers > 1:  # the settings were checked above; each worker builds its own app
-        from kemem_es.server import workers as multi
+    return km
 
-        os.environ[multi.HOST_ENV] = host
-        # the cores shared among the workers' models, unless set: fewer threads per model run
-        # cost less CPU each (the same vectors), and the workers run side by side
-        os.environ.setdefault("KEMEM_EMBED_THREADS", str(multi.threads_per_worker(workers)))
-        metrics_dir = multi.shared_metrics_dir()
-        try:
-            uvicorn.run(
-                "kemem_es.server.workers:app",
-                factory=True,
-                workers=workers,
-                host=host,
-                port=port,
-                log_level=log_level.lower(),
-                access_log=False,
-            )
-        finally:
-            multi.cleanup(metrics_dir)
-        return
-    # The app warms up (engine, names) before it takes traffic and closes km at shutdown.
-    app = create_app(km, settings, close=True)
-    # Our own request log replaces uvicorn's access log (which would print query strings).
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower(), access_log=False)
+
+def _serve_workers(host: str, port: int, workers: int, log_level: str) -> None:
+    import uvicorn
+
+    from kemem_es.server import workers as multi
+
+    os.environ[multi.HOST_ENV] = host
+    # the cores shared among the workers' models, unless set: fewer threads per model run
+    # cost less CPU each (the same vectors), and the workers run side by side
+    os.environ.setdefault("KEMEM_EMBED_THREADS", str(multi.threads_per_worker(workers)))
+    metrics_dir = multi.shared_metrics_dir()
+    try:
+        uvicorn.run(
+            "kemem_es.server.workers:app",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            access_log=False,
+        )
+    finally:
+        multi.cleanup(metrics_dir)
 
 
 def mcp(

@@ -139,16 +139,33 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
     if not text.strip():
         return None
     now = now if now.tzinfo else now.replace(tzinfo=timezone.utc)
-    tz = now.tzinfo
+    for kind_of in _KINDS:
+        found = kind_of(text, now)
+        if found is not None:
+            return found
+    return None
+
+
+def _childhood(text: str, now: datetime) -> Timeframe | None:
     m = _CHILDHOOD.search(text)
-    if m:
-        return Timeframe("childhood", m.group())
-    today = _day(now, 0)
+    return Timeframe("childhood", m.group()) if m else None
+
+
+def _named_day(text: str, now: datetime) -> Timeframe | None:
     for phrase, back in (("大前天", 3), ("前天", 2), ("昨天", 1), ("昨晚", 1), ("昨日", 1)):
         if phrase in text:
             start = _day(now, back)
             return Timeframe("period", phrase, start, start + timedelta(days=1))
-    monday = today - timedelta(days=now.weekday())
+    return None
+
+
+def _monday(now: datetime) -> datetime:
+    return _day(now, 0) - timedelta(days=now.weekday())
+
+
+def _named_week(text: str, now: datetime) -> Timeframe | None:
+    today = _day(now, 0)
+    monday = _monday(now)
     week_words: tuple[tuple[tuple[str, ...], int], ...] = (
         (("上上周", "上上个星期", "上上星期", "上上礼拜"), 2),
         (("上周", "上个星期", "上星期", "上礼拜", "上个礼拜"), 1),
@@ -160,6 +177,12 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
                 start = monday - timedelta(weeks=weeks)
                 end = start + timedelta(weeks=1) if weeks else today + timedelta(days=1)
                 return Timeframe("period", phrase, start, end)
+    return None
+
+
+def _named_month(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
+    today = _day(now, 0)
     month_words: tuple[tuple[tuple[str, ...], int], ...] = (
         (("上上个月", "上上月"), 2),
         (("上个月", "上月"), 1),
@@ -171,6 +194,11 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
                 start = _month(now.year, now.month - months, tz)
                 end = _month(now.year, now.month - months + 1, tz) if months else today
                 return Timeframe("period", phrase, start, end + timedelta(days=0 if months else 1))
+    return None
+
+
+def _explicit_month(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
     month = _MONTH.search(text)
     if month:
         n = _number(month.group(2))
@@ -181,11 +209,22 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
                 year -= 1
             start = _month(year, n, tz)
             return Timeframe("period", month.group().strip(), start, _month(year, n + 1, tz))
+    return None
+
+
+def _named_year(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
+    today = _day(now, 0)
     for phrase, years in (("大前年", 3), ("前年", 2), ("去年", 1), ("今年", 0)):
         if phrase in text:
             start = _year(now.year - years, tz)
             end = _year(now.year - years + 1, tz) if years else today + timedelta(days=1)
             return Timeframe("period", phrase, start, end)
+    return None
+
+
+def _ago(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
     ago = _AGO.search(text)
     if ago:
         n = _number(ago.group(1))
@@ -196,7 +235,7 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
                 return Timeframe("period", ago.group(), start - timedelta(days=1),
                                  start + timedelta(days=2))  # fmt: skip
             if unit in ("周", "星期", "礼拜"):
-                start = monday - timedelta(weeks=n)
+                start = _monday(now) - timedelta(weeks=n)
                 return Timeframe("period", ago.group(), start, start + timedelta(weeks=1))
             if unit == "月":
                 start = _month(now.year, now.month - n, tz)
@@ -205,14 +244,28 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
                 )
             start = _year(now.year - n, tz)
             return Timeframe("period", ago.group(), start, _year(now.year - n + 1, tz))
+    return None
+
+
+def _loose_before(text: str, now: datetime) -> Timeframe | None:
     for phrase, lo, hi in _BEFORE:
         if phrase in text:
             return Timeframe("period", phrase, _day(now, lo), _day(now, hi))
+    return None
+
+
+def _explicit_year(text: str, now: datetime) -> Timeframe | None:
+    tz = now.tzinfo
     named = _EXPLICIT_YEAR.search(text)
     if named:
         y = int(named.group(1))
         if 1900 <= y <= now.year:
             return Timeframe("period", named.group(), _year(y, tz), _year(y + 1, tz))
+    return None
+
+
+def _recency(text: str, now: datetime) -> Timeframe | None:
+    today = _day(now, 0)
     m = _RECENT_SHORT.search(text)
     if m:
         return Timeframe(
@@ -222,3 +275,18 @@ def _timeframe_of(text: str, now: datetime) -> Timeframe | None:
     if m:
         return Timeframe("recent", m.group(), _day(now, RECENT_DAYS), today + timedelta(days=1))
     return None
+
+
+# The kinds of phrase in the order they are tried: the first match wins.
+_KINDS = (
+    _childhood,
+    _named_day,
+    _named_week,
+    _named_month,
+    _explicit_month,
+    _named_year,
+    _ago,
+    _loose_before,
+    _explicit_year,
+    _recency,
+)
