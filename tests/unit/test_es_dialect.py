@@ -128,7 +128,7 @@ def sent(method: str, suffix: str) -> list[object]:
 
 
 def test_dialect_is_detected_and_templates_use_dense_vector(es_url: str) -> None:
-    engine = connect(get_settings(es_url=es_url))
+    engine = connect(get_settings(es_url=es_url, index_prefix="kemem"))
     assert isinstance(engine.dialect, Elasticsearch)
     install(engine, DIMS)
     (template,) = sent("PUT", "/_index_template/kemem-user-events")
@@ -147,7 +147,7 @@ def test_dialect_is_detected_and_templates_use_dense_vector(es_url: str) -> None
 
 
 def test_bulk_lines_through_the_official_client(es_url: str) -> None:
-    engine = connect(get_settings(es_url=es_url))
+    engine = connect(get_settings(es_url=es_url, index_prefix="kemem"))
     rec = EventRecord(
         id="e1", agent_id="a", user_id="u", description="吃火锅", created_at="2024-01-01 10:00:00"
     )
@@ -170,7 +170,7 @@ def test_bulk_lines_through_the_official_client(es_url: str) -> None:
 
 
 def test_a_field_is_added_to_an_existing_mapping(es_url: str) -> None:
-    engine = connect(get_settings(es_url=es_url))
+    engine = connect(get_settings(es_url=es_url, index_prefix="kemem"))
     engine.put_mapping("kemem-user-events-v2", {"vector_code": {"type": "binary"}})
     (body,) = sent("PUT", "/kemem-user-events-v2/_mapping")
     assert body == {"properties": {"vector_code": {"type": "binary"}}}
@@ -178,7 +178,7 @@ def test_a_field_is_added_to_an_existing_mapping(es_url: str) -> None:
 
 @pytest.mark.parametrize("path", ["exact", "approx"])
 def test_fused_query_shape(es_url: str, path: str) -> None:
-    engine = connect(get_settings(es_url=es_url))
+    engine = connect(get_settings(es_url=es_url, index_prefix="kemem"))
     from kemem_es.expand import Expander, Lexicon
 
     searcher = Searcher(
