@@ -11,7 +11,6 @@ dimension is one too, raised before anything that needs the vectors is written.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import numpy as np
 
 from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.embed.files import EmbedderError, short_hash
+from kemem_es.upstream import error_excerpt
 
 if TYPE_CHECKING:
     import httpx
@@ -237,17 +237,7 @@ class RemoteEmbedder:
         raise error or self._timeout()
 
     def _detail(self, raw: bytes) -> str:
-        text = raw[:4096].decode("utf-8", "replace")
-        try:
-            err = json.loads(text).get("error")
-            text = err.get("message", "") if isinstance(err, dict) else str(err or text)
-        except (ValueError, AttributeError):
-            pass
-        if self._key:
-            text = text.replace(self._key, "***")
-        text = re.sub(r"Bearer\s+\S+", "Bearer ***", text)
-        text = re.sub(r"\s+", " ", text).strip()
-        return text[:200] + ("…" if len(text) > 200 else "")
+        return error_excerpt(raw, self._key)
 
     def _vectors(self, status: int, raw: bytes, n: int) -> np.ndarray:
         where = self.where

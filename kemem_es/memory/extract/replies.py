@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,6 +16,7 @@ from kemem_es.errors import ExtractionError
 from kemem_es.memory.extract.answer import answer_text, parse_extraction
 from kemem_es.memory.extract.base import Extraction
 from kemem_es.memory.extract.judge import Candidate
+from kemem_es.upstream import error_excerpt
 
 if TYPE_CHECKING:
     pass
@@ -58,18 +58,7 @@ class Replies:
         )
 
     def _detail(self, raw: bytes) -> str:
-        """A short, key-free excerpt of an error body (the server's own message if JSON)."""
-        text = raw[:4096].decode("utf-8", "replace")
-        try:
-            err = json.loads(text).get("error")
-            text = err.get("message", "") if isinstance(err, dict) else str(err or text)
-        except (ValueError, AttributeError):
-            pass
-        if self._key:
-            text = text.replace(self._key, "***")
-        text = re.sub(r"Bearer\s+\S+", "Bearer ***", text)
-        text = re.sub(r"\s+", " ", text).strip()
-        return text[:200] + ("…" if len(text) > 200 else "")
+        return error_excerpt(raw, self._key)
 
     def _answer(self, status: int, raw: bytes) -> Any:
         """The response body as JSON, or the error it means (a Retry when worth one more)."""
