@@ -40,17 +40,7 @@ class LocalInstall(LocalProcess):
         self._migrate_legacy()
         if self.installed(spec.version) and not force:
             return spec
-        if self.pid() is not None and self.state().get("engine") == spec.version:
-            raise EngineSetupError(
-                f"{spec.name} of this home is running from these jars; "
-                "stop it first (`kemem-es engine stop`)"
-            )
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise EngineSetupError(
-                "Maven (mvn) is not on the PATH; install it (e.g. `apt-get install maven`) "
-                "so the local engine's jars can be fetched from Maven Central"
-            )
+        mvn = self._ready_to_fetch(spec)
         lib, knn = self.paths.lib(spec.version), self.paths.knn(spec.version)
         shutil.rmtree(lib, ignore_errors=True)
         lib.mkdir(parents=True)
@@ -85,11 +75,8 @@ class LocalInstall(LocalProcess):
     def _launcher_classes(self, version: str) -> Path:
         return self.paths.engine(version) / "build" / "classes"
 
-    def _install_es(self, spec: EngineSpec, force: bool) -> EngineSpec:
-        """Fetch the server jar, transport-netty4 and log4j with Maven and compile the launcher
-        (its Java sources ship in the package; the jars are downloaded, never shipped)."""
-        if self.installed(spec.version) and not force:
-            return spec
+    def _ready_to_fetch(self, spec: EngineSpec) -> str:
+        """Maven's path, once nothing of this home runs from the jars about to be replaced."""
         if self.pid() is not None and self.state().get("engine") == spec.version:
             raise EngineSetupError(
                 f"{spec.name} of this home is running from these jars; "
@@ -101,6 +88,14 @@ class LocalInstall(LocalProcess):
                 "Maven (mvn) is not on the PATH; install it (e.g. `apt-get install maven`) "
                 "so the local engine's jars can be fetched from Maven Central"
             )
+        return mvn
+
+    def _install_es(self, spec: EngineSpec, force: bool) -> EngineSpec:
+        """Fetch the server jar, transport-netty4 and log4j with Maven and compile the launcher
+        (its Java sources ship in the package; the jars are downloaded, never shipped)."""
+        if self.installed(spec.version) and not force:
+            return spec
+        mvn = self._ready_to_fetch(spec)
         # The compiler targets the engine's Java release: Maven runs on the JDK chosen for it.
         jdk = self.choice().jdk if self.choice().engine == spec else _jdk_for(spec, self)
         lib, build = self.paths.lib(spec.version), self.paths.engine(spec.version) / "build"
