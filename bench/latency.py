@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -81,9 +81,17 @@ def share_official(km: Any, source: str) -> None:
 
 
 def load_corpus(
-    km: Any, n: int, seed: int, pool: np.ndarray, dbs: Sequence[str] = DBS
+    km: Any,
+    n: int,
+    seed: int,
+    pool: np.ndarray,
+    dbs: Sequence[str] = DBS,
+    per_call: int = scale.BATCH,
 ) -> dict[str, Any]:
-    """Index N events + N/5 entities into each db; only index_records time is counted."""
+    """Index N events + N/5 entities into each db; only index_records time is counted.
+    ``per_call`` records go into each ``index_records`` call: a call of at least the bulk
+    writer's large-load size pauses the index's periodic refresh (one segment per call instead
+    of one a second), as an application's import of a large file does."""
     from kemem_es import EntityRecord, EventRecord
 
     heavy = min(20_000, n // 2)
@@ -101,7 +109,7 @@ def load_corpus(
             continue
         secs = 0.0
         written = rejected = 0
-        for batch in gen:
+        for batch in _grouped(gen, per_call):
             vecs = _with_vectors(batch, pool, rng).round(6)
             recs = [cls(**r, vector=v.tolist()) for r, v in zip(batch, vecs, strict=True)]
             t0 = time.perf_counter()
@@ -117,6 +125,18 @@ def load_corpus(
         }
         print(f"  indexed {db} {kind}: {written} in {secs:.1f}s", file=sys.stderr)
     return out
+
+
+def _grouped(gen: Iterable[list[dict[str, Any]]], size: int) -> Iterator[list[dict[str, Any]]]:
+    """The generator's batches regrouped into lists of ``size`` records (the last may be short)."""
+    buf: list[dict[str, Any]] = []
+    for batch in gen:
+        buf.extend(batch)
+        while len(buf) >= size:
+            yield buf[:size]
+            buf = buf[size:]
+    if buf:
+        yield buf
 
 
 def force_merge(km: Any, segments: int) -> dict[str, Any]:
@@ -448,7 +468,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry: dict[str, Any] = (
                 {"indexing": {"reused": km.settings.index_prefix}}
                 if reuse
-                else {"indexing": load_corpus(km, n, args.seed, pool, dbs)}
+                else {"indexing": load_corpus(km, n, args.seed, pool, dbs, args.per_call)}
             )
             entry["shards"] = shard_counts(km)
             entry["merge"] = {} if reuse else force_merge(km, args.merge_segments)
@@ -562,6 +582,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-throughput", action="store_true")
     p.add_argument("--throughput-docs", type=int, default=5000, help="size of the indexing slice")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")
+    p.add_argument(
+        "--per-call",
+        type=int,
+        default=scale.BATCH,
+        help="records per index_records call while loading (>= 5000 pauses the periodic refresh)",
+    )
     p.add_argument(
         "--merge-segments",
         type=int,

@@ -131,6 +131,9 @@ def entity(rng: random.Random, i: int) -> dict[str, Any]:
     }
 
 
+BATCH = 2000  # records per yielded batch
+
+
 def _batches(
     make: Any, n: int, seed: int, batch: int, scope: dict[str, Any], heavy: int, n_users: int
 ) -> Iterator[list[dict[str, Any]]]:
@@ -149,14 +152,14 @@ def _batches(
 
 
 def events(
-    n: int, seed: int = 7, db: str = "user", heavy: int = 0, n_users: int = 1000, batch: int = 2000
+    n: int, seed: int = 7, db: str = "user", heavy: int = 0, n_users: int = 1000, batch: int = BATCH
 ) -> Iterator[list[dict[str, Any]]]:
     scope = {"tag": f"ev-{db}", "agent_id": "a1", "db": db}
     return _batches(event, n, seed, batch, scope, heavy, n_users)
 
 
 def entities(
-    n: int, seed: int = 7, db: str = "user", heavy: int = 0, n_users: int = 1000, batch: int = 2000
+    n: int, seed: int = 7, db: str = "user", heavy: int = 0, n_users: int = 1000, batch: int = BATCH
 ) -> Iterator[list[dict[str, Any]]]:
     scope = {"tag": f"en-{db}", "agent_id": "a1", "db": db}
     return _batches(entity, n, seed + 1, batch, scope, heavy, n_users)
