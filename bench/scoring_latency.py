@@ -10,7 +10,8 @@ light user, the official db of size N) with one Kemem per side (``KEMEM_SCORING`
 native or auto, on the same engine and the same documents), each query asked by every side in
 turn, the order alternating from one query to the next, so the machine's load falls on both
 alike. Per side and scenario: p50/p95/p99 of the query's total and of its event search, and the
-ratio native / script of each. The load average is recorded before and after.
+ratio native / script of each, and how many answers were the same memories in the same order.
+The load average is recorded before and after.
 """
 
 from __future__ import annotations
@@ -45,13 +46,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if args.scenarios and name not in args.scenarios:
             continue
         timings: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
+        answers: dict[str, list[list[tuple[str, float]]]] = {s: [] for s in sides}
         for i, text in enumerate([*warm, *measured]):
             order = sides if i % 2 else sides[::-1]
             for s in order:
                 resp = kms[s].query(text, agent_id="a1", **QUERY_OPTS, **opts)
                 if i >= len(warm):
                     timings[s].append(dict(resp.additional_info.timings_ms))
+                    answers[s].append([(e.index, e.score) for e in resp.memory_events])
         res: dict[str, Any] = {"options": {**QUERY_OPTS, **opts}}
+        if len(sides) == 2:
+            res["agreement"] = agreement(*(answers[s] for s in sides))
         for s in sides:
             res[s] = {
                 stage: percentiles(t.get(stage, 0.0) for t in timings[s])
@@ -78,6 +83,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def agreement(
+    a: Sequence[Sequence[tuple[str, float]]], b: Sequence[Sequence[tuple[str, float]]]
+) -> dict[str, Any]:
+    """How many answers (events) the two sides gave alike: the same memories in the same order,
+    and the largest |score difference| among those (scores as the answer rounds them)."""
+    same = [x for x, y in zip(a, b, strict=True) if [m for m, _ in x] == [m for m, _ in y]]
+    diffs = [
+        abs(sx - sy)
+        for x, y in zip(a, b, strict=True)
+        if [m for m, _ in x] == [m for m, _ in y]
+        for (_, sx), (_, sy) in zip(x, y, strict=True)
+    ]
+    return {"answers": len(a), "same": len(same), "max_abs_score_diff": max(diffs, default=0.0)}
+
+
 def markdown(result: dict[str, Any]) -> str:
     sides = list(result["sides"])
     lines = [
@@ -98,6 +118,13 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {sides[1]} / {sides[0]} | {r['p50']} | {r['p95']} | {r['p99']} "
                 f"| {e['p50']} | {e['p99']} |"
+            )
+    for name, res in result["scenarios"].items():
+        if "agreement" in res:
+            g = res["agreement"]
+            lines.append(
+                f"\n{name}: {g['same']} of {g['answers']} answers the same memories in the same "
+                f"order (largest |score difference| among them {g['max_abs_score_diff']:.1e})"
             )
     return "\n".join(lines)
 
