@@ -181,9 +181,14 @@ class QueryParams(BaseModel):
     # turns and the utterance as one text (the calibration's choice, one long model call per
     # query); "earlier" embeds the earlier turns alone, a text known before the user speaks:
     # its vector is cached (Kemem.prepare_context computes it off the request path), so a
-    # chat turn costs about what a bare utterance does.
-    context_vector: Literal["joint", "earlier"] = Field(
-        "joint", description="dialogue window vector: turns + utterance, or the earlier turns"
+    # chat turn costs about what a bare utterance does; "turns" makes the joint window's
+    # vector from each turn's and the utterance's own vector, weighted by their tokens, and
+    # caches each turn's (an utterance's vector is reused when it becomes an earlier turn;
+    # search.turn_vectors).
+    context_vector: Literal["joint", "earlier", "turns"] = Field(
+        "joint",
+        description="dialogue window vector: turns + utterance as one text, the earlier turns "
+        "alone, or each turn's own cached vector weighted by its tokens",
     )
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,
