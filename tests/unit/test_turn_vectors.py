@@ -219,3 +219,19 @@ def test_prepare_for_joint_does_nothing() -> None:
     qt = QueryText(emb, Tokenizer(), None)
     assert qt.prepare_context(context_turns(CONTEXT, 8), "joint") is False
     assert emb.calls == []
+
+
+def test_the_latency_benchmarks_chat_is_a_rolling_conversation() -> None:
+    """Each context is the one before it without its oldest exchange, plus the previous
+    utterance and the reply to it: the user's turns were utterances, each reply is one text."""
+    from bench.latency import PREPARED_REPLIES, chat_contexts
+
+    texts = [f"第{i}句话说的是事情{i}" for i in range(10)]
+    for replies in ((), PREPARED_REPLIES):
+        ctxs = chat_contexts(texts, 6, replies) if replies else chat_contexts(texts, 6)
+        for i in range(4, 10):
+            before, now = ctxs[i - 1].split("\n"), ctxs[i].split("\n")
+            assert now[:4] == before[2:]
+            assert now[4] == f"用户：{texts[i - 1]}"
+    plain, prepared = chat_contexts(texts), chat_contexts(texts, replies=PREPARED_REPLIES)
+    assert set(plain[5].split("\n")[1::2]).isdisjoint(prepared[5].split("\n")[1::2])
