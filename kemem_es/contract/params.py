@@ -369,3 +369,11 @@ class QueryParams(BaseModel):
         if self.latin_vec_ceil <= self.latin_vec_floor:
             raise ValueError("latin_vec_ceil must be above latin_vec_floor")
         return self
+
+
+def prepared_default() -> str:
+    """The dialogue window vector ``prepare_context`` prepares when not told, and a session's
+    recall asks for: the default's, unless the default (``"joint"``) has nothing to prepare;
+    then ``"earlier"``."""
+    default = str(QueryParams.model_fields["context_vector"].default)
+    return "earlier" if default == "joint" else default

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from kemem_es.contract.options import QueryOptions, SearchOptions
-from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
+from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams, prepared_default
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine.errors import deadline
 from kemem_es.errors import EngineUnavailable, InvalidInput, activity, invalid_options
@@ -81,13 +81,6 @@ def _degraded(text: str, params: QueryParams, reason: str, clock: Stopwatch) -> 
         mode=params.mode, degraded=True, degraded_reason=reason,
     )  # fmt: skip
     return QueryResponse(additional_info=info)
-
-
-def prepared_default() -> str:
-    """The window vector ``prepare_context`` prepares when not told: the default's, unless
-    the default (``"joint"``) has nothing to prepare; then ``"earlier"``."""
-    default = str(QueryParams.model_fields["context_vector"].default)
-    return "earlier" if default == "joint" else default
 
 
 class Recall(Parts):
