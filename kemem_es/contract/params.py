@@ -184,11 +184,15 @@ class QueryParams(BaseModel):
     # chat turn costs about what a bare utterance does; "turns" makes the joint window's
     # vector from each turn's and the utterance's own vector, weighted by their tokens, and
     # caches each turn's (an utterance's vector is reused when it becomes an earlier turn;
-    # search.turn_vectors).
-    context_vector: Literal["joint", "earlier", "turns"] = Field(
+    # search.turn_vectors); "split" rebuilds the joint window from two parts, the earlier
+    # turns' window (cached and prepared as for "earlier") and the utterance, weighted by
+    # their tokens (the utterance keeps its share of the window: a short dialogue's window is
+    # mostly the utterance).
+    context_vector: Literal["joint", "earlier", "turns", "split"] = Field(
         "joint",
-        description="dialogue window vector: turns + utterance as one text, the earlier turns "
-        "alone, or each turn's own cached vector weighted by its tokens",
+        description="dialogue window vector: turns + utterance as one text (joint), the earlier "
+        "turns alone (earlier), each turn's own cached vector weighted by its tokens (turns), "
+        "or the earlier turns' and the utterance's vectors weighted by their tokens (split)",
     )
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,

@@ -15,7 +15,12 @@ from kemem_es.contract.params import QueryParams
 from kemem_es.expand.expander import Expander
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.stopwatch import Stopwatch
-from kemem_es.search.turn_vectors import TurnCache, missing_turns, window_from_turns
+from kemem_es.search.turn_vectors import (
+    TurnCache,
+    missing_turns,
+    weighted_mean,
+    window_from_turns,
+)
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.names import NO_NAMES, Names
 from kemem_es.text import BaseWord, base_words_with_tokens, normalize
@@ -233,7 +238,7 @@ class QueryText:
         if params.context_vector == "turns":
             u, dt, tparts, cut = self.turns_window(text, utterance, turns, pieces)
             return _rounded(_blend(u, dt, w)), cut, [_rounded(_blend(p, dt, w)) for p in tparts]
-        if params.context_vector == "earlier":
+        if params.context_vector in ("earlier", "split"):
             window, cut = self.earlier_window(turns)
             d = self._cached(window)
             if d is None:  # not prepared: in the same model call as the utterance
@@ -241,6 +246,8 @@ class QueryText:
                 self._remember(window, d)
             else:
                 u, *parts = self._embed_utterance(utterance, pieces)
+            if params.context_vector == "split":  # the joint window, rebuilt from its two parts
+                d = weighted_mean([u, d], [self.length(utterance), self.length(window)])
             return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
         u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
@@ -290,6 +297,7 @@ class QueryText:
         whether anything had to be computed."""
         if not turns or context_vector == "joint":
             return False
+        # "split" prepares what "earlier" does: the earlier turns' window
         if context_vector == "turns":
             kept, _ = window_turns("", list(turns), EMBED_MAX_TOKENS, self.length)
             _, todo = missing_turns(kept, self.turn_vectors)

@@ -55,9 +55,8 @@ class Counting:
 
 
 def _params(**kw: object) -> QueryParams:
-    return QueryParams(  # type: ignore[arg-type]
-        agent_id="a", user_id="u", context=CONTEXT, context_vector="turns", **kw
-    )
+    kw.setdefault("context_vector", "turns")
+    return QueryParams(agent_id="a", user_id="u", context=CONTEXT, **kw)  # type: ignore[arg-type]
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
@@ -235,3 +234,19 @@ def test_the_latency_benchmarks_chat_is_a_rolling_conversation() -> None:
             assert now[4] == f"用户：{texts[i - 1]}"
     plain, prepared = chat_contexts(texts), chat_contexts(texts, replies=PREPARED_REPLIES)
     assert set(plain[5].split("\n")[1::2]).isdisjoint(prepared[5].split("\n")[1::2])
+
+
+def test_split_rebuilds_the_window_from_the_earlier_turns_and_the_utterance() -> None:
+    emb = Counting()
+    qt = QueryText(emb, Tokenizer(), None)
+    p = _params(context_vector="split", sentence_weight=0.0)
+    turns = context_turns(p.context, p.context_turns)
+    window = "我今天好累\n怎么啦？\n老板又让加班\n辛苦了，吃饭了吗？"
+    assert qt.prepare_context(turns, "split") is True  # the earlier window, as "earlier"
+    assert emb.calls == [[window]]
+    emb.calls.clear()
+    vec, _, _ = qt.query_vector("你还记得那家店吗", turns, p)
+    assert emb.calls == [["你还记得那家店吗"]]
+    u, e = emb._vec("你还记得那家店吗"), emb._vec(window)
+    d = weighted_mean([u, e], [len("你还记得那家店吗"), len(window)])
+    assert np.allclose(vec, _unit(0.2 * u + 0.8 * d), atol=1e-4)
