@@ -380,7 +380,8 @@ def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
 # newest agent reply embedded in the query's model call, every other turn cached) and prepared
 # (prepare_context after the reply, untimed: the query embeds its utterance alone). The two
 # "turns" variants talk in conversations of their own (different agent replies), so one does
-# not prepare the other's.
+# not prepare the other's. "split" (the earlier window and the utterance recombined by tokens)
+# cold and prepared, on contexts of their own.
 CHAT_TURNS = 6
 AGENT_REPLIES = (
     "嗯嗯，我记得你说过{}，后来怎么样了？",
@@ -400,6 +401,8 @@ CHAT_VARIANTS = (
     "chat_earlier_prepared",
     "chat_turns",
     "chat_turns_prepared",
+    "chat_split_cold",
+    "chat_split_prepared",
 )
 
 
@@ -444,6 +447,12 @@ def chat_measure(km: Any, texts: Sequence[str], opts: dict[str, Any]) -> dict[st
         timed("chat_turns", text, context=ctx, context_vector="turns")
         km.prepare_context(ctx_p, context_vector="turns")  # after the agent's reply: untimed
         timed("chat_turns_prepared", text, context=ctx_p, context_vector="turns")
+        # "split": the earlier window as "earlier" (contexts of their own: none prepared by
+        # the runs above) and the utterance, recombined by tokens
+        timed("chat_split_cold", text, context=ctx + "\n助手：嗯嗯。", context_vector="split")
+        ctx3 = ctx + "\n助手：好的，我在。"
+        km.prepare_context(ctx3, context_vector="split")  # after the agent's reply: untimed
+        timed("chat_split_prepared", text, context=ctx3, context_vector="split")
     out: dict[str, Any] = {"context_turns": CHAT_TURNS, "options": base}
     for name, timings in variants.items():
         out[name] = stage_table(timings)
