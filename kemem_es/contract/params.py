@@ -378,6 +378,8 @@ class QueryParams(BaseModel):
 def prepared_default() -> str:
     """The dialogue window vector ``prepare_context`` prepares when not told, and a session's
     recall asks for: the default's, unless the default (``"joint"``) has nothing to prepare;
-    then ``"earlier"``."""
+    then ``"split"``, which prepares what ``"earlier"`` does (the earlier turns' window) and
+    recalls as well as joint where ``"earlier"`` fell behind (short dialogues, a last turn that
+    tells its episode: bench/results/2026-11-29-turns)."""
     default = str(QueryParams.model_fields["context_vector"].default)
-    return "earlier" if default == "joint" else default
+    return "split" if default == "joint" else default

@@ -250,3 +250,12 @@ def test_split_rebuilds_the_window_from_the_earlier_turns_and_the_utterance() ->
     u, e = emb._vec("你还记得那家店吗"), emb._vec(window)
     d = weighted_mean([u, e], [len("你还记得那家店吗"), len(window)])
     assert np.allclose(vec, _unit(0.2 * u + 0.8 * d), atol=1e-4)
+
+
+def test_prepare_context_and_a_sessions_recall_agree_on_the_window() -> None:
+    """What ``prepare_context`` prepares unless told, a session's recall asks for: with the
+    joint default that is "split" (its earlier window is the one "earlier" prepares)."""
+    from kemem_es.contract.params import prepared_default
+
+    assert QueryParams(agent_id="a", user_id="u").context_vector == "joint"
+    assert prepared_default() == "split"
