@@ -91,3 +91,30 @@ def test_turns_and_joint_find_the_same_memory(kemem: Any) -> None:
         )
         got[mode] = [e.index for e in resp.memory_events]
     assert got["turns"][0] == got["joint"][0] == "e1"
+
+
+@pytest.mark.engine
+def test_a_prepared_split_window_embeds_the_utterance_alone(kemem: Any) -> None:
+    """``prepare_context`` unset prepares for "split" (what a session's recall asks for): the
+    earlier turns' window; the query then makes one model call with its utterance."""
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
+          "created_at": "2025-03-01 09:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    opts = {**A, "score_threshold": 0.0, "expand": False}
+    kemem.query("预热", **opts)
+    spy = Spy(kemem.searcher.text.embedder)
+    kemem.searcher.text.embedder = spy
+    history = [
+        {"role": "user", "content": "老板又让加班"},
+        {"role": "assistant", "content": "辛苦了，晚上想吃什么？"},
+    ]
+    assert kemem.prepare_context(history) is True
+    assert spy.calls == [["老板又让加班\n辛苦了，晚上想吃什么？"]]
+    spy.calls.clear()
+    resp = kemem.query("想吃楼下那家火锅", **opts, context=history, context_vector="split")
+    assert spy.calls == [["想吃楼下那家火锅"]]
+    assert resp.memory_events[0].index == "e1"
