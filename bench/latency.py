@@ -362,7 +362,7 @@ def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     if args.scenarios is None or "chat" in args.scenarios:
         chat_measure(km, warm, SCENARIOS["per_user"])
         out["chat"] = chat_measure(km, measured, SCENARIOS["per_user"])
-        for name in ("bare", "chat_joint", "chat_earlier_cold", "chat_earlier_prepared"):
+        for name in CHAT_VARIANTS:
             st = out["chat"][name]
             print(
                 f"  chat/{name}: total p50={st['total']['p50']} (×{st['ratio_p50']}) "
@@ -391,28 +391,55 @@ def _measure(km: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # A chat turn with earlier turns (issue 39): the same utterances, each with the CHAT_TURNS turns
-# before it in a rolling conversation (user turns are earlier utterances, agent turns replies
-# drawn from the same generator), on the per_user scope. Measured interleaved with the bare
-# utterance: joint window (the default), and the earlier-turns window cold (computed in the
-# query's model call) and prepared (Kemem.prepare_context after the agent's reply, untimed).
+# before it in a rolling conversation, on the per_user scope: the user's turns are the earlier
+# utterances (each was queried as the utterance before), and the agent's reply to utterance j is
+# the same text in every context that holds it (drawn from the same generator). Measured
+# interleaved with the bare utterance: joint window (the default); the earlier-turns window cold
+# (computed in the query's model call) and prepared (Kemem.prepare_context after the agent's
+# reply, untimed); the per-turn window ("turns"), as a chat app that only queries sends it (its
+# newest agent reply embedded in the query's model call, every other turn cached) and prepared
+# (prepare_context after the reply, untimed: the query embeds its utterance alone). The two
+# "turns" variants talk in conversations of their own (different agent replies), so one does
+# not prepare the other's. "split" (the earlier window and the utterance recombined by tokens)
+# cold and prepared, on contexts of their own.
 CHAT_TURNS = 6
 AGENT_REPLIES = (
     "嗯嗯，我记得你说过{}，后来怎么样了？",
     "听起来{}对你很重要呢。",
     "那{}之后你感觉好些了吗？",
 )
+# the prepared "turns" conversation's replies: as long, other words
+PREPARED_REPLIES = (
+    "好的，我记下了你说的{}，然后呢？",
+    "原来{}对你这么重要啊。",
+    "那{}以后心情好一点没有？",
+)
+CHAT_VARIANTS = (
+    "bare",
+    "chat_joint",
+    "chat_earlier_cold",
+    "chat_earlier_prepared",
+    "chat_turns",
+    "chat_turns_prepared",
+    "chat_split_cold",
+    "chat_split_prepared",
+)
 
 
-def chat_contexts(texts: Sequence[str], turns: int = CHAT_TURNS) -> list[str]:
-    """For text i, its ``turns`` earlier turns as lines, oldest first (user and agent)."""
+def chat_contexts(
+    texts: Sequence[str], turns: int = CHAT_TURNS, replies: Sequence[str] = AGENT_REPLIES
+) -> list[str]:
+    """For text i, its ``turns`` earlier turns as lines, oldest first (user and agent): the
+    user's turn j is text j, the agent's reply to it depends on j alone (a rolling
+    conversation: context i+1 is context i without its oldest exchange, plus exchange i)."""
     out = []
     for i in range(len(texts)):
         lines = []
         for k in range(turns // 2, 0, -1):
-            said = texts[(i - k) % len(texts)]
+            j = (i - k) % len(texts)
+            said = texts[j]
             lines.append(f"用户：{said}")
-            reply = AGENT_REPLIES[(i + k) % len(AGENT_REPLIES)].format(said[-6:])
-            lines.append(f"助手：{reply}")
+            lines.append(f"助手：{replies[j % len(replies)].format(said[-6:])}")
         out.append("\n".join(lines))
     return out
 
@@ -420,25 +447,32 @@ def chat_contexts(texts: Sequence[str], turns: int = CHAT_TURNS) -> list[str]:
 def chat_measure(km: Any, texts: Sequence[str], opts: dict[str, Any]) -> dict[str, Any]:
     """Per-stage timings of the bare utterance and the chat variants, interleaved per query."""
     contexts = chat_contexts(texts)
-    variants: dict[str, list[dict[str, float]]] = {
-        "bare": [],
-        "chat_joint": [],
-        "chat_earlier_cold": [],
-        "chat_earlier_prepared": [],
-    }
+    prepared = chat_contexts(texts, replies=PREPARED_REPLIES)
+    variants: dict[str, list[dict[str, float]]] = {name: [] for name in CHAT_VARIANTS}
     base = {**QUERY_OPTS, **opts}
-    for i, (text, ctx) in enumerate(zip(texts, contexts, strict=True)):
+
+    def timed(name: str, text: str, **extra: Any) -> None:
+        resp = km.query(text, agent_id="a1", **base, **extra)
+        variants[name].append(dict(resp.additional_info.timings_ms))
+
+    for i, (text, ctx, ctx_p) in enumerate(zip(texts, contexts, prepared, strict=True)):
         runs = [("bare", {}), ("chat_joint", {"context": ctx})]
         for name, extra in runs if i % 2 else runs[::-1]:
-            resp = km.query(text, agent_id="a1", **base, **extra)
-            variants[name].append(dict(resp.additional_info.timings_ms))
-        cold = km.query(text, agent_id="a1", **base, context=ctx, context_vector="earlier")
-        variants["chat_earlier_cold"].append(dict(cold.additional_info.timings_ms))
+            timed(name, text, **extra)
+        timed("chat_earlier_cold", text, context=ctx, context_vector="earlier")
         # a new conversation state: the prepared run must not reuse the cold run's vector
         ctx2 = ctx + "\n助手：嗯，我在听。"
-        km.prepare_context(ctx2)  # the app, after sending the agent's reply: not timed
-        warm = km.query(text, agent_id="a1", **base, context=ctx2, context_vector="earlier")
-        variants["chat_earlier_prepared"].append(dict(warm.additional_info.timings_ms))
+        km.prepare_context(ctx2, context_vector="earlier")  # the app, after its reply: untimed
+        timed("chat_earlier_prepared", text, context=ctx2, context_vector="earlier")
+        timed("chat_turns", text, context=ctx, context_vector="turns")
+        km.prepare_context(ctx_p, context_vector="turns")  # after the agent's reply: untimed
+        timed("chat_turns_prepared", text, context=ctx_p, context_vector="turns")
+        # "split": the earlier window as "earlier" (contexts of their own: none prepared by
+        # the runs above) and the utterance, recombined by tokens
+        timed("chat_split_cold", text, context=ctx + "\n助手：嗯嗯。", context_vector="split")
+        ctx3 = ctx + "\n助手：好的，我在。"
+        km.prepare_context(ctx3, context_vector="split")  # after the agent's reply: untimed
+        timed("chat_split_prepared", text, context=ctx3, context_vector="split")
     out: dict[str, Any] = {"context_turns": CHAT_TURNS, "options": base}
     for name, timings in variants.items():
         out[name] = stage_table(timings)
@@ -552,7 +586,9 @@ def markdown(result: dict[str, Any]) -> str:
                 "| variant | total | × bare | tokenise | expand | embed | search_events |",
                 "|---|---|---|---|---|---|---|",
             ]
-            for name in ("bare", "chat_joint", "chat_earlier_cold", "chat_earlier_prepared"):
+            for name in CHAT_VARIANTS:
+                if name not in chat:  # a report written before the variant existed
+                    continue
                 st = chat[name]
                 cells = " | ".join(
                     str(st[k]["p50"]) for k in ("tokenise", "expand", "embed", "search_events")

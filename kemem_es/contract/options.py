@@ -45,7 +45,7 @@ class SearchOptions(TypedDict, total=False):
     utterance_share_weight: float
     context_decay: float
     context_turns: int
-    context_vector: Literal["joint", "earlier"]
+    context_vector: Literal["joint", "earlier", "turns", "split"]
     sentence_weight: float
     max_sentences: int
     prefilter: bool

@@ -181,9 +181,18 @@ class QueryParams(BaseModel):
     # turns and the utterance as one text (the calibration's choice, one long model call per
     # query); "earlier" embeds the earlier turns alone, a text known before the user speaks:
     # its vector is cached (Kemem.prepare_context computes it off the request path), so a
-    # chat turn costs about what a bare utterance does.
-    context_vector: Literal["joint", "earlier"] = Field(
-        "joint", description="dialogue window vector: turns + utterance, or the earlier turns"
+    # chat turn costs about what a bare utterance does; "turns" makes the joint window's
+    # vector from each turn's and the utterance's own vector, weighted by their tokens, and
+    # caches each turn's (an utterance's vector is reused when it becomes an earlier turn;
+    # search.turn_vectors); "split" rebuilds the joint window from two parts, the earlier
+    # turns' window (cached and prepared as for "earlier") and the utterance, weighted by
+    # their tokens (the utterance keeps its share of the window: a short dialogue's window is
+    # mostly the utterance).
+    context_vector: Literal["joint", "earlier", "turns", "split"] = Field(
+        "joint",
+        description="dialogue window vector: turns + utterance as one text (joint), the earlier "
+        "turns alone (earlier), each turn's own cached vector weighted by its tokens (turns), "
+        "or the earlier turns' and the utterance's vectors weighted by their tokens (split)",
     )
     # A multi-sentence utterance: part of the vector term goes to its best-matching sentence
     # (MemDaily, 2,954 queries: fusion R@5 per user 0.861 → 0.869, nDCG@10 0.925 → 0.933,
@@ -364,3 +373,13 @@ class QueryParams(BaseModel):
         if self.latin_vec_ceil <= self.latin_vec_floor:
             raise ValueError("latin_vec_ceil must be above latin_vec_floor")
         return self
+
+
+def prepared_default() -> str:
+    """The dialogue window vector ``prepare_context`` prepares when not told, and a session's
+    recall asks for: the default's, unless the default (``"joint"``) has nothing to prepare;
+    then ``"split"``, which prepares what ``"earlier"`` does (the earlier turns' window) and
+    recalls as well as joint where ``"earlier"`` fell behind (short dialogues, a last turn that
+    tells its episode: bench/results/2026-11-29-turns)."""
+    default = str(QueryParams.model_fields["context_vector"].default)
+    return "split" if default == "joint" else default

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 from typing_extensions import Unpack
 
 from kemem_es.contract.options import QueryOptions, SearchOptions
-from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams
+from kemem_es.contract.params import MAX_QUERY_CHARS, QueryParams, prepared_default
 from kemem_es.contract.response import AdditionalInfo, QueryResponse, SimpleResponse
 from kemem_es.engine.errors import deadline
 from kemem_es.errors import EngineUnavailable, InvalidInput, activity, invalid_options
@@ -84,13 +84,23 @@ def _degraded(text: str, params: QueryParams, reason: str, clock: Stopwatch) -> 
 
 
 class Recall(Parts):
-    def prepare_context(self, context: Any, *, context_turns: int | None = None) -> bool:
+    def prepare_context(
+        self,
+        context: Any,
+        *,
+        context_turns: int | None = None,
+        context_vector: str | None = None,
+    ) -> bool:
         """Embed a dialogue's earlier turns now, off the request path (after the agent's reply
         is sent, before the user's next turn), for the query that brings them as its
-        ``context`` with ``context_vector="earlier"``: that query then embeds its utterance
-        only. ``context`` as ``query`` takes it. Returns whether anything was computed."""
+        ``context``: that query then embeds its utterance only. ``context_vector`` says for
+        which window vector: ``"turns"`` (each turn's own vector not cached yet) or
+        ``"earlier"`` (the earlier turns' window); unset, the default's when it can be
+        prepared, else ``"earlier"``. ``context`` as ``query`` takes it. Returns whether
+        anything was computed."""
         self._open()
-        extra = {} if context_turns is None else {"context_turns": context_turns}
+        extra: dict[str, Any] = {} if context_turns is None else {"context_turns": context_turns}
+        extra["context_vector"] = context_vector or prepared_default()
         try:
             params = QueryParams(user_id="-", agent_id="-", context=context, **extra)
         except ValidationError as exc:

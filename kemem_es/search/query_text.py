@@ -15,10 +15,16 @@ from kemem_es.contract.params import QueryParams
 from kemem_es.expand.expander import Expander
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.stopwatch import Stopwatch
+from kemem_es.search.turn_vectors import (
+    TurnCache,
+    missing_turns,
+    weighted_mean,
+    window_from_turns,
+)
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.names import NO_NAMES, Names
 from kemem_es.text import BaseWord, base_words_with_tokens, normalize
-from kemem_es.text.dialogue import Turn, dialogue_window, keep_end, sentences
+from kemem_es.text.dialogue import Turn, dialogue_window, keep_end, sentences, window_turns
 from kemem_es.text.tokenizer import Tokenizer
 
 WORD_CACHE_SIZE = 50_000
@@ -58,6 +64,8 @@ class QueryText:
         self._word_vectors: dict[str, np.ndarray] = {}
         # earlier-turn windows → their vectors (context_vector="earlier"), oldest first
         self._context_vectors: dict[str, np.ndarray] = {}
+        # each utterance's and turn's own vector (context_vector="turns"; search.turn_vectors)
+        self.turn_vectors = TurnCache()
 
     def scoped(self, params: QueryParams, names: Names, turns: Sequence[Turn] = ()) -> Tokenizer:
         """The tokenizer for this query: the scope's names, the caller's ``user_name`` and
@@ -224,21 +232,56 @@ class QueryText:
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
         if not turns or params.utterance_weight >= 1.0:
             # one model call for the utterance and its sentences
-            u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
+            u, *parts = self._embed_utterance(utterance, pieces)
             return _rounded(u), False, [_rounded(p) for p in parts]
         w = utterance_weight(params, utterance, turns)
-        if params.context_vector == "earlier":
+        if params.context_vector == "turns":
+            u, dt, tparts, cut = self.turns_window(text, utterance, turns, pieces)
+            return _rounded(_blend(u, dt, w)), cut, [_rounded(_blend(p, dt, w)) for p in tparts]
+        if params.context_vector in ("earlier", "split"):
             window, cut = self.earlier_window(turns)
             d = self._cached(window)
             if d is None:  # not prepared: in the same model call as the utterance
-                u, d, *parts = self.embed_queries([utterance, window, *pieces]).astype(float)
+                u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
                 self._remember(window, d)
             else:
-                u, *parts = self.embed_queries([utterance, *pieces]).astype(float)
+                u, *parts = self._embed_utterance(utterance, pieces)
+            if params.context_vector == "split":  # the joint window, rebuilt from its two parts
+                d = weighted_mean([u, d], [self.length(utterance), self.length(window)])
             return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
-        u, d, *parts = self.embed_queries([utterance, window, *pieces]).astype(float)
+        u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
         return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+
+    def _embed_utterance(self, utterance: str, more: Sequence[str]) -> np.ndarray:
+        """The utterance and ``more`` in one model call; the utterance's vector is kept for
+        the next queries, whose earlier turn it becomes (``turns_window``)."""
+        vecs = self.embed_queries([utterance, *more])
+        self.turn_vectors.put(utterance, np.asarray(vecs[0], dtype=np.float32))
+        return vecs.astype(float)
+
+    def turns_window(
+        self, text: str, utterance: str, turns: Sequence[Turn], pieces: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], bool]:
+        """``context_vector="turns"``: the window's vector made of its pieces' own vectors
+        (search.turn_vectors), the turns the joint window would hold (``window_turns``). The
+        turns not cached yet are embedded in the utterance's model call. Returns the
+        utterance's vector, the window's, the sentences' and whether turns were dropped."""
+        sizes: dict[str, int] = {}
+
+        def length(t: str) -> int:
+            if t not in sizes:
+                sizes[t] = self.length(t)
+            return sizes[t]
+
+        kept, cut = window_turns(text, list(turns), EMBED_MAX_TOKENS, length)
+        found, todo = missing_turns(kept, self.turn_vectors)
+        u, *rest = self._embed_utterance(utterance, [*todo, *pieces])
+        for t, v in zip(todo, rest, strict=False):
+            found[t] = v
+            self.turn_vectors.put(t, np.asarray(v, dtype=np.float32))
+        d = window_from_turns((utterance, u), kept, found, length)
+        return u, d, list(rest[len(todo) :]), cut
 
     def earlier_window(self, turns: Sequence[Turn]) -> tuple[str, bool]:
         """The earlier turns alone (oldest first, the newest that fit the model): the text
@@ -246,12 +289,23 @@ class QueryText:
         window, cut = dialogue_window("", list(turns), EMBED_MAX_TOKENS, self.length)
         return window.rstrip("\n"), cut
 
-    def prepare_context(self, turns: Sequence[Turn]) -> bool:
-        """Compute and cache the earlier turns' window vector now (after the agent's reply,
-        before the user's next turn), so the query that brings these turns as its context
-        embeds its utterance only. Returns whether it had to be computed."""
-        if not turns:
+    def prepare_context(self, turns: Sequence[Turn], context_vector: str = "earlier") -> bool:
+        """Compute and cache the vectors a query with these earlier turns will need, now
+        (after the agent's reply, before the user's next turn), so that query embeds its
+        utterance only: the earlier turns' window vector (``"earlier"``) or each turn's own
+        vector not cached yet (``"turns"``; ``"joint"`` has nothing to prepare). Returns
+        whether anything had to be computed."""
+        if not turns or context_vector == "joint":
             return False
+        # "split" prepares what "earlier" does: the earlier turns' window
+        if context_vector == "turns":
+            kept, _ = window_turns("", list(turns), EMBED_MAX_TOKENS, self.length)
+            _, todo = missing_turns(kept, self.turn_vectors)
+            if not todo:
+                return False
+            for t, v in zip(todo, self.embed_queries(todo), strict=True):
+                self.turn_vectors.put(t, np.asarray(v, dtype=np.float32))
+            return True
         window, _ = self.earlier_window(turns)
         if self._cached(window) is not None:
             return False

@@ -97,7 +97,7 @@ class Searcher(EntitySearch):
     def prepare_context(self, params: QueryParams) -> bool:
         """``QueryText.prepare_context`` for the turns ``params.context`` holds."""
         turns = context_turns(params.context, params.context_turns)
-        return bool(offload(self.text.prepare_context, turns))
+        return bool(offload(self.text.prepare_context, turns, params.context_vector))
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:

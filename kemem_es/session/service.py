@@ -17,6 +17,7 @@ from kemem_es.config import SessionSettings
 from kemem_es.contract.context import Appended, Batch, ContextResult, DialogueTurn, SessionInfo
 from kemem_es.contract.memory import AddResult
 from kemem_es.contract.options import QueryOptions
+from kemem_es.contract.params import prepared_default
 from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
 from kemem_es.memory.inputs import utf8_text
@@ -55,7 +56,8 @@ def _ms(t0: float) -> float:
 class Sessions:
     """``prepare``: ``Kemem.prepare_context`` — after each add the window's vector is computed
     off the request path (a thread of its own), so the next ``context()`` embeds only the user's
-    message (its recall uses ``context_vector="earlier"`` unless told otherwise)."""
+    message (its recall uses the window vector ``prepare_context`` prepares,
+    ``contract.params.prepared_default``, unless told otherwise)."""
 
     def __init__(
         self,
@@ -223,8 +225,8 @@ class Sessions:
         opts: dict[str, Any] = {"now": now, **options}
         if context and "context" not in opts:
             opts["context"] = context
-            # the window's own vector, prepared after the last add (see the class docstring)
-            opts.setdefault("context_vector", "earlier")
+            # the window vector prepared after the last add (see the class docstring)
+            opts.setdefault("context_vector", prepared_default())
         ids = [str(s.get("id")) for s in overview if s.get("id")]
         if ids:
             opts["exclude_ids"] = [*opts.get("exclude_ids", []), *ids]

@@ -149,26 +149,36 @@ def context_turns(context: str, max_turns: int) -> list[Turn]:
     return [split_label(ln) for ln in reversed(lines[-max_turns:])]
 
 
+def window_turns(
+    utterance: str, turns: list[Turn], budget: int, length: Callable[[str], int] = len
+) -> tuple[list[str], bool]:
+    """The earlier turns' texts the dialogue window keeps (newest first): the newest that fit
+    ``budget`` (measured by ``length``; one more per line break) with the utterance, stopping
+    at the first that does not. Returns them and whether earlier turns were dropped."""
+    used = length(utterance.strip())
+    kept: list[str] = []
+    for t in turns:  # newest first
+        size = length(t.text)
+        if used + size + 1 > budget:
+            return kept, True
+        kept.append(t.text)
+        used += size + 1
+    return kept, False
+
+
 def dialogue_window(
     utterance: str, turns: list[Turn], budget: int, length: Callable[[str], int] = len
 ) -> tuple[str, bool]:
     """Earlier turns (oldest first) then the utterance, cut **from the start** to at most
     ``budget`` (measured by ``length``: the model's tokens, or characters) at a turn boundary
-    when possible: the newest turns are the ones kept. Returns the text and whether earlier
-    turns were dropped (an utterance too long alone keeps its end; that drops no turn)."""
-    parts = [utterance.strip()]
-    used = length(parts[0])
-    cut = False
-    for t in turns:  # newest first
-        size = length(t.text)
-        if used + size + 1 > budget:
-            cut = True
-            break
-        parts.append(t.text)
-        used += size + 1
-    if used > budget:  # the utterance alone is too long: keep its end
-        parts = [parts[0][-budget:]]
-    return "\n".join(reversed(parts)), cut
+    when possible: the newest turns are the ones kept (``window_turns``). Returns the text and
+    whether earlier turns were dropped (an utterance too long alone keeps its end; that drops
+    no turn)."""
+    said = utterance.strip()
+    kept, cut = window_turns(said, turns, budget, length)
+    if not kept and length(said) > budget:  # the utterance alone is too long: keep its end
+        return said[-budget:], cut
+    return "\n".join([*reversed(kept), said]), cut
 
 
 def keep_end(text: str, max_chars: int) -> str:

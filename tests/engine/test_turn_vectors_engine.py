@@ -1,0 +1,120 @@
+"""``context_vector="turns"`` through the API (issue 39): in a chat app's rolling conversation,
+each turn is embedded once; a chat turn whose turns were prepared makes one model call, with
+one text (its utterance)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+A = {"agent_id": "lishen", "user_id": "xiaoman"}
+
+
+class Spy:
+    """The real model, with each call's texts written down (query side and document side)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self.inner.embed(texts)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return self.inner.embed_queries(texts)
+
+
+@pytest.mark.engine
+def test_a_prepared_chat_turn_embeds_its_utterance_alone(kemem: Any) -> None:
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
+          "created_at": "2025-03-01 09:00:00"},
+         {**A, "id": "e2", "description": "小满周末去爬山，拍了很多照片",
+          "created_at": "2025-03-02 09:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    opts = {**A, "score_threshold": 0.0, "expand": False, "context_vector": "turns"}
+    kemem.query("预热", **opts)  # the calibration and the names read before the spy
+    spy = Spy(kemem.searcher.text.embedder)
+    kemem.searcher.text.embedder = spy
+    history: list[dict[str, str]] = []
+    said = ["我今天好累", "老板又让加班", "晚上想吃点好的"]
+    replies = ["怎么啦？", "辛苦了，吃饭了吗？", "想吃什么呀？"]
+    for i, (text, reply) in enumerate(zip(said, replies, strict=True)):
+        spy.calls.clear()
+        kemem.query(text, **opts, context=history)
+        # the utterance and the reply that came since: the user's turns were utterances
+        assert spy.calls == ([[text, replies[i - 1]]] if i else [[text]])
+        history += [{"role": "user", "content": text}, {"role": "assistant", "content": reply}]
+    spy.calls.clear()
+    assert kemem.prepare_context(history, context_vector="turns") is True  # after the reply
+    assert spy.calls == [["想吃什么呀？"]]
+    assert kemem.prepare_context(history, context_vector="turns") is False
+    spy.calls.clear()
+    resp = kemem.query("想吃楼下那家火锅", **opts, context=history)
+    assert spy.calls == [["想吃楼下那家火锅"]]  # one model call, one text
+    assert resp.memory_events[0].index == "e1"
+    assert resp.additional_info.context_trimmed is False
+
+
+@pytest.mark.engine
+def test_turns_and_joint_find_the_same_memory(kemem: Any) -> None:
+    """The per-turn window stands in for the joint one: a vague last turn whose topic sits in
+    the earlier turns finds it both ways."""
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
+          "created_at": "2025-03-01 09:00:00"},
+         {**A, "id": "e2", "description": "小满周末去爬山，拍了很多照片",
+          "created_at": "2025-03-02 09:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    context = [
+        {"role": "user", "content": "公司楼下那家火锅店排队好长"},
+        {"role": "assistant", "content": "那你们后来吃上了吗？"},
+    ]
+    got = {}
+    for mode in ("joint", "turns"):
+        resp = kemem.query(
+            "对啊就那家", **A, context=context, context_vector=mode, score_threshold=0.0
+        )
+        got[mode] = [e.index for e in resp.memory_events]
+    assert got["turns"][0] == got["joint"][0] == "e1"
+
+
+@pytest.mark.engine
+def test_a_prepared_split_window_embeds_the_utterance_alone(kemem: Any) -> None:
+    """``prepare_context`` unset prepares for "split" (what a session's recall asks for): the
+    earlier turns' window; the query then makes one model call with its utterance."""
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
+          "created_at": "2025-03-01 09:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    opts = {**A, "score_threshold": 0.0, "expand": False}
+    kemem.query("预热", **opts)
+    spy = Spy(kemem.searcher.text.embedder)
+    kemem.searcher.text.embedder = spy
+    history = [
+        {"role": "user", "content": "老板又让加班"},
+        {"role": "assistant", "content": "辛苦了，晚上想吃什么？"},
+    ]
+    assert kemem.prepare_context(history) is True
+    assert spy.calls == [["老板又让加班\n辛苦了，晚上想吃什么？"]]
+    spy.calls.clear()
+    resp = kemem.query("想吃楼下那家火锅", **opts, context=history, context_vector="split")
+    assert spy.calls == [["想吃楼下那家火锅"]]
+    assert resp.memory_events[0].index == "e1"
