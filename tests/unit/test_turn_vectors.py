@@ -5,7 +5,6 @@ model call, or by ``prepare_context`` — and kept in a bounded LRU."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -21,37 +20,9 @@ from kemem_es.search.turn_vectors import (
 )
 from kemem_es.text.dialogue import Turn, context_turns, dialogue_window, window_turns
 from kemem_es.text.tokenizer import Tokenizer
+from tests.counting_model import Counting
 
 CONTEXT = "用户：我今天好累\n助手：怎么啦？\n用户：老板又让加班\n助手：辛苦了，吃饭了吗？"
-
-
-class Counting:
-    """A fake model: a vector per text from its hash; counts calls and texts; a token per
-    character."""
-
-    name = "counting"
-    dim = 16
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def _vec(self, text: str) -> np.ndarray:
-        rng = np.random.default_rng(abs(hash(text)) % 2**32)
-        v = rng.standard_normal(self.dim).astype(np.float32)
-        return v / np.linalg.norm(v)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.stack([self._vec(t) for t in texts])
-
-    def embed_one(self, text: str) -> np.ndarray:
-        return self.embed([text])[0]
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(t) for t in texts]
 
 
 def _params(**kw: object) -> QueryParams:
