@@ -57,6 +57,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         res: dict[str, Any] = {"options": {**QUERY_OPTS, **opts}}
         if len(sides) == 2:
             res["agreement"] = agreement(*(answers[s] for s in sides))
+        if args.truth and opts.get("path") == "approx":
+            res["overlap_with_exact"] = overlap_with_exact(
+                kms[sides[0]], measured[: args.truth], opts, answers
+            )
         for s in sides:
             res[s] = {
                 stage: percentiles(t.get(stage, 0.0) for t in timings[s])
@@ -98,6 +102,35 @@ def agreement(
     return {"answers": len(a), "same": len(same), "max_abs_score_diff": max(diffs, default=0.0)}
 
 
+def overlap_with_exact(
+    km: Any,
+    texts: Sequence[str],
+    opts: dict[str, Any],
+    answers: dict[str, list[list[tuple[str, float]]]],
+) -> dict[str, Any]:
+    """Each side's approximate answer against the exact one (the first side's scoring, path
+    exact, untimed): the mean share of the exact top-k each side's top-k holds (``ids``), and
+    the mean ratio of the sums of their scores (``score``: 1.0 when the approximate answer is as
+    good as the exact one, even if it holds other memories of equal score — the synthetic store
+    holds many near-copies of each pooled vector)."""
+    exact_opts = {**opts, "path": "exact"}
+    shares: dict[str, list[float]] = {s: [] for s in answers}
+    ratios: dict[str, list[float]] = {s: [] for s in answers}
+    for i, text in enumerate(texts):
+        resp = km.query(text, agent_id="a1", **QUERY_OPTS, **exact_opts)
+        truth = {e.index for e in resp.memory_events}
+        best = sum(e.score for e in resp.memory_events)
+        for s, got in answers.items():
+            if truth and best > 0:
+                shares[s].append(len(truth & {m for m, _ in got[i]}) / len(truth))
+                ratios[s].append(sum(score for _, score in got[i]) / best)
+    return {
+        "queries": len(texts),
+        "ids": {s: round(sum(v) / len(v), 4) if v else None for s, v in shares.items()},
+        "score": {s: round(sum(v) / len(v), 4) if v else None for s, v in ratios.items()},
+    }
+
+
 def markdown(result: dict[str, Any]) -> str:
     sides = list(result["sides"])
     lines = [
@@ -126,6 +159,13 @@ def markdown(result: dict[str, Any]) -> str:
                 f"\n{name}: {g['same']} of {g['answers']} answers the same memories in the same "
                 f"order (largest |score difference| among them {g['max_abs_score_diff']:.1e})"
             )
+        if "overlap_with_exact" in res:
+            o = res["overlap_with_exact"]
+            shares = ", ".join(f"{s} {o['ids'][s]} (score {o['score'][s]})" for s in sides)
+            lines.append(
+                f"\n{name}: share of the exact path's top memories in each side's answer "
+                f"(and of their summed score), {o['queries']} queries: {shares}"
+            )
     return "\n".join(lines)
 
 
@@ -139,6 +179,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--scenarios", nargs="*", default=None, help="a subset of the scenarios")
+    p.add_argument(
+        "--truth",
+        type=int,
+        default=0,
+        help="approximate scenarios: ask the first N queries again on the exact path and report "
+        "how much of that answer each side's holds",
+    )
     p.add_argument("--out", type=Path, default=None)
     return p
 
