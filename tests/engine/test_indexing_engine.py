@@ -287,6 +287,20 @@ def test_failed_large_load_still_restores_refresh(kemem, monkeypatch) -> None:
     assert not bulk._paused
 
 
+def test_a_killed_loads_pause_is_not_restored_by_the_next_load(kemem, monkeypatch) -> None:
+    """A load killed mid-way (SIGTERM, SIGKILL) leaves refresh_interval -1: the next large load
+    must give the index the default back, not that -1."""
+    from kemem_es.store import bulk
+
+    kemem.init()
+    alias = index_alias(kemem.settings.index_prefix, "user", "events")
+    paused = {"index": {"refresh_interval": "-1"}}
+    kemem.engine.client.indices.put_settings(index=alias, body=paused)
+    monkeypatch.setattr(bulk, "LARGE_LOAD_DOCS", 3)
+    kemem.index_records(_bulk_records(4), kind="events")
+    assert _refresh_interval(kemem, alias) is None  # the default again, refreshing
+
+
 def test_supplied_vectors_are_stored_at_unit_length_and_ranked_by_cosine(kemem) -> None:
     """The graph ranks by dot product (innerproduct): that is the cosine only on unit vectors,
     so a supplied vector of any length is stored scaled to length 1, and the ANN neighbours

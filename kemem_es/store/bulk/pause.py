@@ -20,10 +20,14 @@ def _put_refresh_interval(engine: Engine, index: str, value: str | None) -> None
 
 
 def _refresh_interval(engine: Engine, index: str) -> str | None:
-    """The index's own refresh_interval, or None where it keeps the default."""
+    """The index's own refresh_interval, or None where it keeps the default. A ``-1`` found
+    before this process pauses the index is another load's pause — one killed before it could
+    give the setting back, or one still running elsewhere — never the index's own: kept, it
+    would be "restored" after every later load and the index would stop refreshing for good."""
     resp = engine.get_settings(index, "index.refresh_interval")
     found: dict[str, Any] = next(iter(resp.values()), {})
-    return found.get("settings", {}).get("index", {}).get("refresh_interval")
+    value = found.get("settings", {}).get("index", {}).get("refresh_interval")
+    return None if str(value) == "-1" else value
 
 
 @contextlib.contextmanager
