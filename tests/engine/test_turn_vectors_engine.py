@@ -32,8 +32,8 @@ class Spy:
         return self.inner.embed_queries(texts)
 
 
-@pytest.mark.engine
-def test_a_prepared_chat_turn_embeds_its_utterance_alone(kemem: Any) -> None:
+def _hotpot_and_hike(kemem: Any) -> None:
+    """Two memories of one user: the hot-pot place (e1) and a hike (e2), searchable now."""
     kemem.init()
     kemem.index_records(
         [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
@@ -43,6 +43,11 @@ def test_a_prepared_chat_turn_embeds_its_utterance_alone(kemem: Any) -> None:
         "events",
     )  # fmt: skip
     kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+
+
+@pytest.mark.engine
+def test_a_prepared_chat_turn_embeds_its_utterance_alone(kemem: Any) -> None:
+    _hotpot_and_hike(kemem)
     opts = {**A, "score_threshold": 0.0, "expand": False, "context_vector": "turns"}
     kemem.query("预热", **opts)  # the calibration and the names read before the spy
     spy = Spy(kemem.searcher.text.embedder)
@@ -71,15 +76,7 @@ def test_a_prepared_chat_turn_embeds_its_utterance_alone(kemem: Any) -> None:
 def test_turns_and_joint_find_the_same_memory(kemem: Any) -> None:
     """The per-turn window stands in for the joint one: a vague last turn whose topic sits in
     the earlier turns finds it both ways."""
-    kemem.init()
-    kemem.index_records(
-        [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
-          "created_at": "2025-03-01 09:00:00"},
-         {**A, "id": "e2", "description": "小满周末去爬山，拍了很多照片",
-          "created_at": "2025-03-02 09:00:00"}],
-        "events",
-    )  # fmt: skip
-    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    _hotpot_and_hike(kemem)
     context = [
         {"role": "user", "content": "公司楼下那家火锅店排队好长"},
         {"role": "assistant", "content": "那你们后来吃上了吗？"},
