@@ -37,7 +37,8 @@ class SearchWord:
     tokens: tuple[str, ...] | None = None  # as the index tokenised it; None: the word itself
     weight: float = 1.0  # share of the query's keyword evidence (TF-IDF × turn weight)
     subwords: tuple[str, ...] = ()  # jieba search-mode pieces (吃火锅 → 火锅)
-    context: bool = False  # from an earlier turn, not the current utterance
+    context: bool = False  # from an earlier turn or a bridge, not the utterance's own words
+    earlier: bool = False  # from an earlier turn (context too): scores, but picks no window
 
     @property
     def toks(self) -> tuple[str, ...]:
@@ -209,9 +210,28 @@ def coverage_clauses(
     Every number is relative to what this query could achieve, so the term does not depend on
     the index's statistics (other tenants' documents) or on how many words the query has.
     """
+    base, context, expansions = _coverage(words, fields, expansion_share)
+    return [*base, *context, *expansions]
+
+
+def coverage_parts(
+    words: Sequence[SearchWord],
+    fields: dict[str, float] = COVERAGE_FIELDS,
+    expansion_share: float = EXPANSION_SHARE,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``coverage_clauses`` in two parts: the utterance's (its words, bridges and expansions)
+    and the earlier turns' words, each word's share still of the whole query's weight."""
+    base, context, expansions = _coverage(words, fields, expansion_share)
+    return [*base, *expansions], context
+
+
+def _coverage(
+    words: Sequence[SearchWord], fields: dict[str, float], expansion_share: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     weighted = [w for w in words if w.weighted and w.weight > 0]
     total = sum(w.weight for w in weighted)
     clauses: list[dict[str, Any]] = []
+    context: list[dict[str, Any]] = []
     for w in weighted:
         share = w.weight / total
         queries = []
@@ -227,7 +247,7 @@ def coverage_clauses(
                 boost = round(share * factor * SUBWORD_FACTOR, 6)
                 queries.append({"constant_score": {"filter": sub, "boost": boost}})
         if queries:
-            clauses.append({"dis_max": {"queries": queries}})
+            (context if w.earlier else clauses).append({"dis_max": {"queries": queries}})
     by_level: dict[int, dict[str, set[str]]] = {}
     for w in words:
         if expansion_share <= 0 or w.weighted or w.single_char or len(w.toks) != 1:
@@ -243,9 +263,8 @@ def coverage_clauses(
         flt = {"bool": {"should": should, "minimum_should_match": 1}}
         boost = round(expansion_share * lv / MAX_LEVEL, 6)
         levels.append({"constant_score": {"filter": flt, "boost": boost}})
-    if levels:
-        clauses.append({"dis_max": {"queries": levels}})
-    return clauses
+    expansions = [{"dis_max": {"queries": levels}}] if levels else []
+    return clauses, context, expansions
 
 
 def proximity_clauses(

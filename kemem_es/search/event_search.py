@@ -17,6 +17,7 @@ from kemem_es.search.clauses import (
     EVENT_FIELDS,
     SearchWord,
     coverage_clauses,
+    coverage_parts,
     keyword_clauses,
     proximity_clauses,
 )
@@ -58,11 +59,14 @@ class EventSearch(ScopeSizes):
         ``slots``: the clauses of the slots the utterance asks about (``search.facts``)."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
-        clauses = (
-            [*coverage_clauses(words, expansion_share=params.expansion_share), *slots]
-            if coverage
-            else keyword_clauses(words, EVENT_FIELDS)
-        )
+        earlier: list[dict[str, Any]] = []
+        if params.mode == "fusion":
+            clauses, earlier = coverage_parts(words, expansion_share=params.expansion_share)
+            clauses = [*clauses, *slots]
+        elif coverage:
+            clauses = [*coverage_clauses(words, expansion_share=params.expansion_share), *slots]
+        else:
+            clauses = keyword_clauses(words, EVENT_FIELDS)
         proximity = proximity_clauses(words, params.proximity_share) if coverage else []
         searches: list[Search] = []
         dbs: list[Database] = []
@@ -70,7 +74,7 @@ class EventSearch(ScopeSizes):
             approx = self._approx(db, params)
             args = BodyArgs(self.engine.dialect, db, params, clauses, vector, now, approx)
             ann_filtered = self._ann_filtered(db, params, approx)
-            for body in mode_bodies(args, parts, ann_filtered, proximity):
+            for body in mode_bodies(args, parts, ann_filtered, proximity, earlier):
                 searches.append((index_alias(prefix, db, "events"), body, ev.routing(db, params)))
                 dbs.append(db)
         return searches, dbs

@@ -150,11 +150,14 @@ def event_body(
     ann_filtered: bool = True,
     parts: Sequence[Sequence[float]] = (),
     proximity: Sequence[dict[str, Any]] = (),
+    earlier: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The search body for one database (``clauses``: coverage clauses when ``coverage``, else
     BM25 clauses; ``proximity``: word-pair clauses that add to the coverage of the memories
     scored, but do not choose the approximate path's keyword window: over a heavy user's scope
-    they would cost more than the rest of the request).
+    they would cost more than the rest of the request; ``earlier``: the earlier turns' coverage
+    clauses, the same — the utterance's words and the window vector (which holds the earlier
+    turns) choose the window, unless the utterance has no word of its own).
 
     Exact: one function_score over the whole scope, ``min_score`` as the threshold (on the
     calibrated score: the vector offset is added here).
@@ -167,15 +170,19 @@ def event_body(
         "track_total_hits": False,
         "_source": SOURCE_FIELDS,
     }
+    scored = [*clauses, *earlier]
     if approx:
         use_ann = weights.get("vec", 0.0) > 0 and not require_keyword
+        # the earlier turns' words match much of a heavy user's scope (+45-55 % of a chat
+        # turn's event search at 100k, bench/results/2026-11-29-scale §3)
+        picks = clauses if clauses else scored
         first, window = window_query(
-            dialect, db, params, clauses, vector, use_ann, ann_filtered, size or params.limit
+            dialect, db, params, picks, vector, use_ann, ann_filtered, size or params.limit
         )
         # match_all in filter context: window docs that match no word still get scored.
-        bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*clauses, *proximity]}}
+        bm25 = {"bool": {"filter": [{"match_all": {}}], "should": [*scored, *proximity]}}
         body["query"] = first
-        scopes = window_scopes(dialect, db, params, clauses, use_ann, ann_filtered, size)
+        scopes = window_scopes(dialect, db, params, picks, use_ann, ann_filtered, size)
         body["rescore"] = {
             "window_size": max(window, size or params.limit),
             "query": {
@@ -188,7 +195,7 @@ def event_body(
             },
         }
     else:
-        query = candidate_query(db, params, [*clauses, *proximity], require_keyword)
+        query = candidate_query(db, params, [*scored, *proximity], require_keyword)
         scopes = exact_scopes(dialect, db, params, clauses if require_keyword else None)
         body["query"] = fused(dialect, params, vector, now, weights, query, coverage, parts, scopes)
         if min_score is not None and min_score > 0:

@@ -48,11 +48,13 @@ def mode_bodies(
     parts: Sequence[Sequence[float]] = (),
     ann_filtered: bool = True,
     proximity: Sequence[dict[str, Any]] = (),
+    earlier: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The event search bodies of one database for the chosen mode. Every mode with a vector
     term gets the sentence vectors (``parts``); the coverage modes (fusion, two_stage) the
     proximity clauses, and the window and vector codes that anchor feedback reorders
-    (``anchor``)."""
+    (``anchor``); fusion the earlier turns' coverage clauses (``earlier``) apart from the
+    utterance's (``args.clauses``), the others have them among ``args.clauses``."""
     params, db = args.params, args.db
     threshold = params.score_threshold
     size = anchor.request_size(params, db)
@@ -64,6 +66,7 @@ def mode_bodies(
             parts=parts,
             ann_filtered=ann_filtered,
             proximity=proximity,
+            earlier=earlier,
         )
         return [body | anchor.code_fields(params, db)]
     if params.mode == "bm25":

@@ -163,18 +163,19 @@ class QueryText:
         words: list[SearchWord] = []
         taken: set[str] = set()
 
-        def add(word: str, level: int | None, weight: float, context: bool = False) -> None:
+        def add(word: str, level: int | None, weight: float, earlier: bool = False) -> None:
             if word in taken:
                 return
             taken.add(word)
             toks = self.tokens(word, tok)  # tokenised once, as the index was
             subs = tuple(tok.subwords(toks[0])) if len(toks) == 1 else ()
-            words.append(SearchWord(word, level, len(word) == 1, toks, weight, subs, context))
+            one = len(word) == 1
+            words.append(SearchWord(word, level, one, toks, weight, subs, earlier, earlier))
 
         for b in base:
             add(b.word, None, b.weight)
         for b, w in ctx:
-            add(b.word, CONTEXT_LEVEL, b.weight * w, context=True)
+            add(b.word, CONTEXT_LEVEL, b.weight * w, earlier=True)
         for word, level in expanded:
             add(word, level, 0.0)
         clock.lap("expand")

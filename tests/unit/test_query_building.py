@@ -11,7 +11,14 @@ from pydantic import ValidationError
 from kemem_es.contract.params import QueryParams, Weights
 from kemem_es.engine.dialect import Elasticsearch, OpenSearch
 from kemem_es.search import events as ev
-from kemem_es.search.clauses import EVENT_FIELDS, SearchWord, keyword_clauses, matched_words
+from kemem_es.search.clauses import (
+    EVENT_FIELDS,
+    SearchWord,
+    coverage_clauses,
+    coverage_parts,
+    keyword_clauses,
+    matched_words,
+)
 from kemem_es.search.entities import BRIDGE_WINDOW, entity_body
 from kemem_es.search.fusion import rrf_merge
 
@@ -176,6 +183,49 @@ def test_word_pairs_score_the_window_but_do_not_choose_it() -> None:
     ]
     staged = ev.two_stage_body(*args, False, proximity=[pair])
     assert json.dumps(pair) in json.dumps(staged["query"])
+
+
+def test_earlier_turns_words_score_the_window_but_choose_it_only_without_utterance_words() -> None:
+    """A chat turn's earlier-turn words add to the coverage of every memory scored, on both
+    paths. On the approximate path the utterance's own words and the ANN (whose window vector
+    holds the earlier turns) choose the window: the earlier turns' common words matched much of
+    a 100,000-memory scope, most of a chat turn's extra engine time. An utterance with no word
+    of its own ("对啊 就那回") lets them choose it."""
+    dialect = OpenSearch()
+    params = QueryParams(agent_id="a", user_id="u")
+    own = {"dis_max": {"queries": [{"term": {"keywords": "火锅"}}]}}
+    earlier = {"dis_max": {"queries": [{"term": {"keywords": "同事"}}]}}
+    args = (dialect, "user", params, [own], [0.1], datetime(2025, 1, 1))
+    approx = ev.event_body(*args, True, earlier=[earlier])
+    window = approx["query"]["bool"]["should"]
+    assert own in window and earlier not in window
+    rescored = approx["rescore"]["query"]["rescore_query"]["function_score"]["query"]
+    assert rescored["bool"]["must"][0]["bool"]["should"] == [own, earlier]
+    exact = ev.event_body(*args, False, earlier=[earlier])
+    assert exact["query"]["function_score"]["query"]["bool"]["must"][0]["bool"]["should"] == [
+        own,
+        earlier,
+    ]
+    vague = ev.event_body(dialect, "user", params, [], [0.1], datetime(2025, 1, 1), True,
+                          earlier=[earlier])  # fmt: skip
+    assert earlier in vague["query"]["bool"]["should"]
+
+
+def test_fusion_sends_earlier_turns_words_apart_and_the_other_modes_with_the_rest() -> None:
+    words = [
+        SearchWord("火锅", weight=1.0),
+        SearchWord("同事", level=4, weight=0.5, context=True, earlier=True),
+        SearchWord("豆包", level=4, weight=1.0, context=True),  # a bridge: the utterance's
+        SearchWord("麻辣烫", level=6, weight=0.0),
+    ]
+    own, earlier = coverage_parts(words)
+    assert len(earlier) == 1 and "同事" in json.dumps(earlier, ensure_ascii=False)
+    assert "豆包" in json.dumps(own, ensure_ascii=False)  # a bridge chooses the window
+    assert "麻辣烫" in json.dumps(own, ensure_ascii=False)  # so do expansions
+    # the same clauses, the same shares: only who chooses the window differs
+    assert sorted(map(json.dumps, coverage_clauses(words))) == sorted(
+        map(json.dumps, [*own, *earlier])
+    )
 
 
 def test_entity_recall_is_one_search_scored_by_evidence() -> None:
