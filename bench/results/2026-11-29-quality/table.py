@@ -1,6 +1,6 @@
 """Set x mode table (R@5 / nDCG@10) from this folder's dialogue_eval JSONs.
 
-    python bench/results/2026-11-29-quality/table.py base us07
+python bench/results/2026-11-29-quality/table.py base us07
 """
 
 from __future__ import annotations
