@@ -44,7 +44,6 @@ class SearchOptions(TypedDict, total=False):
     utterance_weight: float
     utterance_share_weight: float
     context_decay: float
-    context_words_share: bool
     context_turns: int
     context_vector: Literal["joint", "earlier", "turns", "split"]
     sentence_weight: float

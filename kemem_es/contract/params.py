@@ -177,14 +177,6 @@ class QueryParams(BaseModel):
     context_decay: float = Field(
         0.7, ge=0, le=1, description="keyword weight of a turn k turns back: decay^k"
     )
-    # The keywords weigh the earlier turns as the vector does: when the utterance's share of
-    # the dialogue raises its weight w above utterance_weight, the context words' weights are
-    # scaled by (1 − w) / (1 − utterance_weight) (a vague last turn keeps them as they are).
-    context_words_share: bool = Field(
-        False,
-        description="scale the earlier turns' keyword weights by (1 − w)/(1 − utterance_weight), "
-        "w the utterance's weight in the query vector",
-    )
     context_turns: int = Field(8, ge=0, le=20, description="earlier turns used (newest first)")
     # How the dialogue window becomes a vector (search.query_text): "joint" embeds the earlier
     # turns and the utterance as one text (the calibration's choice, one long model call per

@@ -134,7 +134,7 @@ class QueryText:
         base, tokens = base_words_with_tokens(text, params.top_k, exclude, tok, idf)
         seen = {b.word for b in base}
         ctx: list[tuple[BaseWord, float]] = []
-        weight = context_scale(params, text, turns)
+        weight = 1.0
         for turn in turns:  # newest first
             weight *= params.context_decay
             if weight <= 0:
@@ -349,15 +349,6 @@ def utterance_weight(params: QueryParams, utterance: str, turns: Sequence[Turn])
     total = len(utterance) + sum(len(t.text) for t in turns[: params.context_turns])
     share = len(utterance) / total if total else 1.0
     return max(params.utterance_weight, min(1.0, params.utterance_share_weight * share))
-
-
-def context_scale(params: QueryParams, utterance: str, turns: Sequence[Turn]) -> float:
-    """The earlier turns' keyword weights follow their share of the query vector
-    (``context_words_share``): (1 − w) / (1 − utterance_weight), w the utterance's weight."""
-    if not params.context_words_share or not turns or params.utterance_weight >= 1.0:
-        return 1.0
-    w = utterance_weight(params, keep_end(utterance, EMBED_MAX_CHARS), turns)
-    return (1.0 - w) / (1.0 - params.utterance_weight)
 
 
 def _blend(u: np.ndarray, d: np.ndarray, w: float) -> np.ndarray:

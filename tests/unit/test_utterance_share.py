@@ -12,7 +12,7 @@ from kemem_es.text.dialogue import Turn
 TURNS = [Turn("阿栗", "团子吞发圈那次花了不少钱吧"), Turn("小满", "两千八 心疼死我了")]
 
 
-def params(**kw: float | bool) -> QueryParams:
+def params(**kw: float) -> QueryParams:
     return QueryParams(agent_id="a", user_id="u", **kw)
 
 
@@ -29,16 +29,3 @@ def test_share_raises_a_long_utterance_not_a_vague_one() -> None:
     assert utterance_weight(p, long, TURNS) == pytest.approx(0.7 * len(long) / total)
     assert utterance_weight(p, "对啊 就那回", TURNS) == pytest.approx(0.2)  # never below
     assert utterance_weight(p, "嗯", []) == pytest.approx(0.7)  # no turns: all utterance
-
-
-def test_context_words_follow_the_utterances_share() -> None:
-    from kemem_es.search.query_text import context_scale
-
-    long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
-    off = params()
-    assert context_scale(off, long, TURNS) == 1.0  # off by default
-    on = params(context_words_share=True)
-    w = utterance_weight(on, long, TURNS)
-    assert context_scale(on, long, TURNS) == pytest.approx((1 - w) / 0.8)
-    assert context_scale(on, "对啊 就那回", TURNS) == pytest.approx(1.0)  # a vague turn
-    assert context_scale(on, long, []) == 1.0
