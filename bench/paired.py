@@ -2,7 +2,9 @@
 groups as the eval reports them), the difference B − A of R@5 and nDCG@10, with a 95 % paired
 bootstrap interval, and how many queries each side wins.
 
-    python -m bench.paired A.json B.json [--mode fusion] [--resamples 10000]
+    python -m bench.paired A.json B.json [--mode fusion] [--mode-b vector] [--resamples 10000]
+
+``--mode-b``: B's mode when it is not A's (two modes of one run: pass the same file twice).
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def interval(diffs: Sequence[float], resamples: int, seed: int = 7) -> tuple[flo
 
 
 def compare(
-    a: dict[str, Any], b: dict[str, Any], mode: str = "fusion", resamples: int = 10_000
+    a: dict[str, Any],
+    b: dict[str, Any],
+    mode: str = "fusion",
+    resamples: int = 10_000,
+    mode_b: str | None = None,
 ) -> dict[str, Any]:
     from bench.dialogue_eval import SETS, load_queries, qrels
 
@@ -43,7 +49,7 @@ def compare(
         raise SystemExit("the two runs are of different sets")
     gold = qrels(corpus)
     style = {q["qid"]: q["style"] for q in load_queries(corpus=corpus)}
-    ta, tb = a["modes"][mode]["top10"], b["modes"][mode]["top10"]
+    ta, tb = a["modes"][mode]["top10"], b["modes"][mode_b or mode]["top10"]
     qids = [q for q in ta if q in tb]
     out: dict[str, Any] = {}
     for name, styles in SETS.items():
@@ -73,10 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--mode", default="fusion")
+    ap.add_argument("--mode-b", default=None, help="B's mode (default: --mode)")
     ap.add_argument("--resamples", type=int, default=10_000)
     ap.add_argument("--json", action="store_true", help="print JSON instead of lines")
     args = ap.parse_args(argv)
-    res = compare(_load(args.a), _load(args.b), args.mode, args.resamples)
+    res = compare(_load(args.a), _load(args.b), args.mode, args.resamples, args.mode_b)
     if args.json:
         json.dump(res, sys.stdout, ensure_ascii=False, indent=1)
         print()

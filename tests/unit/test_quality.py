@@ -522,7 +522,7 @@ def test_explained_vec_is_the_weighted_whole_and_best_sentence() -> None:
 def test_query_vector_embeds_sentences_only_for_several() -> None:
     import numpy as np
 
-    from kemem_es.search.query_text import QueryText
+    from kemem_es.search.query_text import QueryText, utterance_weight
     from kemem_es.text.dialogue import Turn
 
     calls: list[list[str]] = []
@@ -545,7 +545,10 @@ def test_query_vector_embeds_sentences_only_for_several() -> None:
     _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [], p)
     assert parts == [[1.0, 0.0], [0.0, 1.0]]
     _, _, parts = s.query_vector("我那只狗最近好像胖了。今天天气真好", [Turn("A", "嗯")], p)
-    w = p.utterance_weight  # each sentence is blended with the dialogue window like the whole
+    # each sentence is blended with the dialogue window like the whole, at the weight the
+    # utterance gets (its share of the dialogue raises it: utterance_share_weight)
+    w = utterance_weight(p, "我那只狗最近好像胖了。今天天气真好", [Turn("A", "嗯")])
+    assert w > p.utterance_weight
     expected = np.array([w, 1 - w]) / np.linalg.norm([w, 1 - w])
     assert parts[0] == pytest.approx(expected.tolist(), abs=1e-5)
     off = QueryParams(agent_id="a", user_id="u", sentence_weight=0)

@@ -1,4 +1,4 @@
-"""The utterance's share of the query vector (issue 39): off by default, and when on, a long
+"""The utterance's share of the query vector (issue 39): on by default (0.7); a long
 last turn that tells the episode itself outweighs the turns before it."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ def params(**kw: float) -> QueryParams:
     return QueryParams(agent_id="a", user_id="u", **kw)
 
 
-def test_off_by_default_keeps_utterance_weight() -> None:
+def test_off_keeps_utterance_weight() -> None:
     long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
-    assert params().utterance_share_weight == 0.0
-    assert utterance_weight(params(), long, TURNS) == pytest.approx(0.2)
+    assert params().utterance_share_weight == pytest.approx(0.7)  # the default (issue 39)
+    assert utterance_weight(params(utterance_share_weight=0), long, TURNS) == pytest.approx(0.2)
 
 
 def test_share_raises_a_long_utterance_not_a_vague_one() -> None:
