@@ -164,7 +164,9 @@ def _name(i: int) -> str:
     return SURNAMES[i % s] + given[(i // s) % g] + given[(i // (s * g)) % g]
 
 
-def entity_slice(n: int, vectors: list[list[float]]) -> tuple[list[dict], list[dict]]:
+def entity_slice(
+    n: int, vectors: list[list[float]], users: int = 50
+) -> tuple[list[dict], list[dict]]:
     """(n/2 older facts, n newer ones): the first half of the newer ones moves a subject of an
     older fact elsewhere (supersedes it), the second half is about subjects not seen before."""
     half = n // 2
@@ -177,7 +179,7 @@ def entity_slice(n: int, vectors: list[list[float]]) -> tuple[list[dict], list[d
         return {
             "id": f"en-{i:06d}", "entity_name": names[subject], "entity_type": "客体",
             "kind": "用户属性", "description": f"{names[subject]}{text}", "updatetime": when,
-            "agent_id": "a1", "user_id": f"u{subject % 50:03d}", "vector": vectors[i],
+            "agent_id": "a1", "user_id": f"u{subject % users:03d}", "vector": vectors[i],
         }  # fmt: skip
 
     old = [rec(i, i, f"住在{CITIES[i % 10]}", "2024-01-01 10:00:00") for i in range(half)]
@@ -204,10 +206,10 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     pool = np.load(args.pool)
     kind = "entities" if stage == "entities" else "events"
     if stage == "entities":
-        old, records = entity_slice(n, _vectors(pool, n + n // 2, 17))
+        old, records = entity_slice(n, _vectors(pool, n + n // 2, 17), args.users)
         km.index_records(old, kind="entities", db="user")  # untimed: the store before
     else:
-        records = [r for b in scale.events(n, 12, "user", 0, 50) for r in b]
+        records = [r for b in scale.events(n, 12, "user", 0, args.users) for r in b]
         if stage == "vectors":
             for r, v in zip(records, _vectors(pool, n, 13), strict=True):
                 r["vector"] = v
@@ -220,7 +222,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     load1 = os.getloadavg()
     written = rep.indexed + rep.updated
     out = {
-        "stage": stage, "docs": n, "written": written, "superseded": rep.superseded,
+        "stage": stage, "docs": n, "users": args.users, "written": written,
+        "superseded": rep.superseded,
         "seconds": round(secs, 3), "docs_per_s": round(n / secs, 1),
         "client_cpu_ms_per_doc": round(1000 * client_s / n, 4),
         "engine_cpu_ms_per_doc": round(engine_ms / n, 4),
@@ -248,10 +251,12 @@ def make_pool(path: Path) -> None:
     np.save(path, km.embedder.embed(texts).astype(np.float32))
 
 
-def run_one(tree: str, stage: str, docs: int, prefix: str, pool: Path) -> dict[str, Any]:
+def run_one(
+    tree: str, stage: str, docs: int, prefix: str, pool: Path, users: int
+) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": tree}
     cmd = [sys.executable, str(HERE), "--worker", "--stage", stage, "--docs", str(docs),
-           "--prefix", prefix, "--pool", str(pool)]  # fmt: skip
+           "--prefix", prefix, "--pool", str(pool), "--users", str(users)]  # fmt: skip
     done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
     if done.returncode:
         raise SystemExit(f"{tree} {stage} failed:\n{done.stderr[-3000:]}")
@@ -264,6 +269,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--docs", type=int, default=5000)
     ap.add_argument("--stages", default=",".join(STAGES))
+    ap.add_argument("--users", type=int, default=50, help="users the records are spread over")
     ap.add_argument("--out", help="write every run's JSON here")
     ap.add_argument("--pool", default=str(HERE.parent / "work" / "index-rate-pool.npy"))
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -283,7 +289,8 @@ def main() -> None:
         for stage in args.stages.split(","):
             for name in order:
                 prefix = f"bench-idx-{stage}-{name}"
-                res = run_one(os.path.abspath(trees[name]), stage, args.docs, prefix, pool)
+                tree = os.path.abspath(trees[name])
+                res = run_one(tree, stage, args.docs, prefix, pool, args.users)
                 res |= {"tree": name, "run": r}
                 runs.append(res)
                 print(
