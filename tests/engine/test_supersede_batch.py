@@ -163,3 +163,36 @@ def test_a_memory_changed_after_the_read_is_read_again_and_marked_once(kemem, mo
     hist = kemem.history("old3", **BATCHED)
     assert [(e.event, e.reason) for e in hist][-2:] == [("UPDATE", None), ("UPDATE", "superseded")]
     assert kemem.repair_history(**BATCHED, dry_run=True).consistent
+
+
+def test_a_refused_history_write_of_the_marks_is_loud_and_repairable(kemem, monkeypatch) -> None:
+    """The marks are written, their history bulk refused (the history index blocked): the import
+    fails naming the memories; the marks stand unrecorded, the repair records each once, and a
+    re-run marks nothing again."""
+    from kemem_es.errors import KememError
+    from kemem_es.store.layout import history_alias
+
+    kemem.index_records(olds(BATCHED), kind="entities")
+    indices = kemem.engine.client.indices
+    alias = history_alias(kemem.settings.index_prefix)
+    write = marks.write_marks
+
+    def blocked(engine: Any, todo: Any) -> Any:
+        indices.put_settings(index=alias, body={"index.blocks.read_only_allow_delete": True})
+        try:
+            return write(engine, todo)
+        finally:
+            indices.put_settings(index=alias, body={"index.blocks.read_only_allow_delete": None})
+
+    monkeypatch.setattr(marks, "write_marks", blocked)
+    with pytest.raises(KememError, match=r"memories '\w+'.* were marked superseded"):
+        imported(kemem, news(BATCHED))
+    monkeypatch.setattr(marks, "write_marks", write)
+    assert kemem.get("old1", **BATCHED).superseded_by == "new1"  # the mark stands
+    dry = kemem.repair_history(**BATCHED, dry_run=True)
+    assert len(dry.unrecorded_versions) == 13 and "old1" in dry.unrecorded_versions
+    assert kemem.repair_history(**BATCHED).repaired == 13
+    assert kemem.repair_history(**BATCHED, dry_run=True).consistent
+    assert imported(kemem, news(BATCHED)) == 0
+    hist = [e for e in kemem.history("old1", **BATCHED) if e.event != "NOOP"]
+    assert [(e.event, e.reason) for e in hist] == [("ADD", None), ("UPDATE", "recovered")]
