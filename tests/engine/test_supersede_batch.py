@@ -196,3 +196,48 @@ def test_a_refused_history_write_of_the_marks_is_loud_and_repairable(kemem, monk
     assert imported(kemem, news(BATCHED)) == 0
     hist = [e for e in kemem.history("old1", **BATCHED) if e.event != "NOOP"]
     assert [(e.event, e.reason) for e in hist] == [("ADD", None), ("UPDATE", "recovered")]
+
+
+def test_a_memory_changed_or_deleted_since_the_last_refresh_is_never_marked_blind(
+    kemem, monkeypatch
+) -> None:
+    """The chunk's read is as of the last refresh: a memory another writer changed or deleted
+    after it is read as it was. Its mark (written on the version read) is refused, read again
+    in real time one at a time: the changed one is marked over its new version, the deleted
+    one is not marked; each change recorded once."""
+    from kemem_es.store.layout import index_alias
+
+    kemem.index_records(olds(BATCHED), kind="entities")
+    alias = index_alias(kemem.settings.index_prefix, "user", "entities")
+    indices = kemem.engine.client.indices
+    read = marks.read_versions
+
+    def changed_first(engine: Any, kind: Any, keys: Any) -> Any:
+        # no refresh until the read: the read cannot see these changes
+        indices.put_settings(index=alias, body={"index.refresh_interval": "-1"})
+        try:
+            kemem.update(
+                "old3", {"description": "老王住在北京的朝阳区"}, **BATCHED, kind="entities"
+            )
+            kemem.delete("old5", **BATCHED, kind="entities")
+            return read(engine, kind, keys)
+        finally:
+            indices.put_settings(index=alias, body={"index.refresh_interval": None})
+
+    monkeypatch.setattr(marks, "read_versions", changed_first)
+    calls: list[str] = []
+    one = kemem.memories.mark_superseded
+
+    def counted(scope: Any, kind: Any, memory_id: str, *a: Any, **k: Any) -> bool:
+        calls.append(memory_id)
+        return bool(one(scope, kind, memory_id, *a, **k))
+
+    monkeypatch.setattr(kemem.memories, "mark_superseded", counted)
+    assert imported(kemem, news(BATCHED)) == 12  # old5 is gone: not marked
+    assert sorted(calls) == ["old3", "old5"]  # both refused by the bulk, read again
+    got = kemem.get("old3", **BATCHED)
+    assert got.superseded_by == "new3" and got.text == "老王住在北京的朝阳区"
+    hist = kemem.history("old3", **BATCHED)
+    assert [(e.event, e.reason) for e in hist][-2:] == [("UPDATE", None), ("UPDATE", "superseded")]
+    assert [e.event for e in kemem.history("old5", **BATCHED)] == ["ADD", "DELETE"]
+    assert kemem.repair_history(**BATCHED, dry_run=True).consistent

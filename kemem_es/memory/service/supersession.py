@@ -83,14 +83,14 @@ class Supersession(ServiceBase):
         memories of its subject and slot (or is superseded by a newer one). Returns how many
         memories were marked.
 
-        Per chunk of records: one search for the holders of their slots, one real-time read
-        of the memories that may be marked, one bulk of marks and one of their history
-        entries. The decisions are those of marking one memory after another, oldest record
-        first: a memory is marked once (the first record that supersedes it), a memory that
-        is gone or superseded already is not marked (as ``mark_superseded`` answers False),
-        and a record superseded meanwhile supersedes nothing. A mark the bulk could not apply
-        (the memory changed or went since it was read) takes the one-at-a-time path, which
-        reads it again."""
+        Per chunk of records: one search for the holders of their slots, one read of the
+        memories that may be marked (``store.bulk.marks``), one bulk of marks and one of their
+        history entries. The decisions are those of marking one memory after another, oldest
+        record first: a memory is marked once (the first record that supersedes it), a memory
+        that is gone or superseded already is not marked (as ``mark_superseded`` answers
+        False), and a record superseded meanwhile supersedes nothing. A mark the bulk could
+        not apply (the memory changed or went since it was read) takes the one-at-a-time
+        path, which reads it again in real time."""
         todo = []
         for c in items:
             facts = facts_of_record(c.record)
