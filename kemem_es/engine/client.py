@@ -209,11 +209,19 @@ class Engine:
         }
 
     def get_many(
-        self, refs: Sequence[tuple[str, str, str | None]], excludes: Sequence[str] = ()
+        self,
+        refs: Sequence[tuple[str, str, str | None]],
+        excludes: Sequence[str] = (),
+        realtime: bool = True,
     ) -> list[dict[str, Any] | None]:
-        """Several (index, id, routing) documents in one real-time round trip, in order; None
-        where missing (no 404s: a miss is an answer here, not an error)."""
-        got = self._mget(refs, {"_source_excludes": list(excludes)} if excludes else {})
+        """Several (index, id, routing) documents in one round trip, in order; None where
+        missing (no 404s: a miss is an answer here, not an error). Real-time unless
+        ``realtime`` is False: then as of the last refresh (no refresh forced for documents
+        changed since, which a real-time read of them costs the engine)."""
+        params: dict[str, Any] = {"_source_excludes": list(excludes)} if excludes else {}
+        if not realtime:
+            params["realtime"] = "false"
+        got = self._mget(refs, params)
         return [d if found(d) else None for d in got]
 
     def bulk(

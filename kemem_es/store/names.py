@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kemem_es.engine.client import Engine
+from kemem_es.engine.client import Engine, Search
+from kemem_es.errors import KememError
 from kemem_es.models import EntityRecord, MemoryRecord
 from kemem_es.store.layout import index_alias
 from kemem_es.store.scope import Scope
@@ -176,7 +177,30 @@ class ScopeNames:
             if scope in self._noted:  # a background read may not see them: kept for its result
                 self._noted[scope] |= new
 
-    def _read(self, scope: Scope) -> Names:
+    def prefetch(self, scopes: Iterable[Scope]) -> None:
+        """The names of the scopes not known yet (and of their agents' official memories),
+        read in one round trip: an import of many users' records waits for one read, not one
+        a user. A scope whose read fails stays unknown: ``of`` reads it (and says why)."""
+        wanted: dict[Scope, None] = {}
+        for scope in scopes:
+            wanted[scope] = None
+            wanted[Scope("official", scope.agent_id)] = None
+        with self._lock:
+            missing = [s for s in wanted if s not in self._cache]
+        if len(missing) < 2:  # one read either way
+            return
+        searches: list[Search] = [(*self._search(s), s.routing, True) for s in missing]
+        try:
+            responses = self.engine.msearch(searches)
+        except KememError as exc:  # each is read on its own then (``of``)
+            log.debug("reading the names of %d scopes at once failed (%s)", len(missing), exc)
+            return
+        for scope, resp in zip(missing, responses, strict=True):
+            if "error" not in resp:
+                self._store(scope, _parsed(resp))
+
+    def _search(self, scope: Scope) -> tuple[str, dict[str, Any]]:
+        """The indices and the aggregation that read one scope's names."""
         prefix = self.engine.settings.index_prefix
         indices = ",".join(index_alias(prefix, scope.db, k) for k in ("events", "entities"))
         body = {
@@ -191,11 +215,20 @@ class ScopeNames:
                 },
             },
         }
+        return indices, body
+
+    def _read(self, scope: Scope) -> Names:
+        indices, body = self._search(scope)
         resp = self.engine.search(indices, body, ignore_unavailable=True, routing=scope.routing)
-        aggs = resp.get("aggregations", {})
+        return _parsed(resp)
 
-        def keys(agg: dict[str, Any] | None) -> list[str]:
-            return [b["key"] for b in (agg or {}).get("buckets", [])]
 
-        persons = [*keys(aggs.get("user_name")), *keys(aggs.get("agent_name"))]
-        return _names(persons, keys(aggs.get("entities", {}).get("name")))
+def _parsed(resp: dict[str, Any]) -> Names:
+    """The names of a names aggregation's answer."""
+    aggs = resp.get("aggregations", {})
+
+    def keys(agg: dict[str, Any] | None) -> list[str]:
+        return [b["key"] for b in (agg or {}).get("buckets", [])]
+
+    persons = [*keys(aggs.get("user_name")), *keys(aggs.get("agent_name"))]
+    return _names(persons, keys(aggs.get("entities", {}).get("name")))

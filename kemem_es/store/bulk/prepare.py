@@ -121,6 +121,7 @@ class BulkPrepare(BulkBase):
         for scope, record in items:
             by_scope.setdefault(scope, []).append(record)
         out: dict[Scope, TextTokenizer] = {}
+        self.names.prefetch(by_scope)
         for scope, records in by_scope.items():
             names = self.names.visible(scope) | record_names(records)
             self.names.note(scope, records)  # names already known change nothing (one object)
