@@ -101,6 +101,19 @@ def imported(kemem: Any, records: list[dict[str, Any]]) -> int:
     return kemem.index_records(records, kind="entities", db="user").superseded
 
 
+def one_at_a_time_marks(kemem: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The memories that take the one-at-a-time path (``mark_superseded``), in order."""
+    calls: list[str] = []
+    one = kemem.memories.mark_superseded
+
+    def counted(scope: Any, kind: Any, memory_id: str, *a: Any, **k: Any) -> bool:
+        calls.append(memory_id)
+        return bool(one(scope, kind, memory_id, *a, **k))
+
+    monkeypatch.setattr(kemem.memories, "mark_superseded", counted)
+    return calls
+
+
 @pytest.mark.parametrize("chunk", [3, 256])
 @pytest.mark.parametrize("scripts", [True, False], ids=["painless", "no-scripts"])
 def test_batched_marks_equal_one_at_a_time(kemem, monkeypatch, chunk: int, scripts: bool) -> None:
@@ -148,14 +161,7 @@ def test_a_memory_changed_after_the_read_is_read_again_and_marked_once(kemem, mo
         return got
 
     monkeypatch.setattr(marks, "read_versions", then_changed)
-    calls: list[str] = []
-    one = kemem.memories.mark_superseded
-
-    def counted(scope: Any, kind: Any, memory_id: str, *a: Any, **k: Any) -> bool:
-        calls.append(memory_id)
-        return bool(one(scope, kind, memory_id, *a, **k))
-
-    monkeypatch.setattr(kemem.memories, "mark_superseded", counted)
+    calls = one_at_a_time_marks(kemem, monkeypatch)
     assert imported(kemem, news(BATCHED)) == 13
     assert calls == ["old3"]  # only the refused one took the one-at-a-time path
     got = kemem.get("old3", **BATCHED)
@@ -225,14 +231,7 @@ def test_a_memory_changed_or_deleted_since_the_last_refresh_is_never_marked_blin
             indices.put_settings(index=alias, body={"index.refresh_interval": None})
 
     monkeypatch.setattr(marks, "read_versions", changed_first)
-    calls: list[str] = []
-    one = kemem.memories.mark_superseded
-
-    def counted(scope: Any, kind: Any, memory_id: str, *a: Any, **k: Any) -> bool:
-        calls.append(memory_id)
-        return bool(one(scope, kind, memory_id, *a, **k))
-
-    monkeypatch.setattr(kemem.memories, "mark_superseded", counted)
+    calls = one_at_a_time_marks(kemem, monkeypatch)
     assert imported(kemem, news(BATCHED)) == 12  # old5 is gone: not marked
     assert sorted(calls) == ["old3", "old5"]  # both refused by the bulk, read again
     got = kemem.get("old3", **BATCHED)
