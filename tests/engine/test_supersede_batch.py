@@ -5,6 +5,7 @@ the bulk is read again and marked once; another tenant's facts are never touched
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -198,6 +199,40 @@ def test_a_refused_history_write_of_the_marks_is_loud_and_repairable(kemem, monk
     dry = kemem.repair_history(**BATCHED, dry_run=True)
     assert len(dry.unrecorded_versions) == 13 and "old1" in dry.unrecorded_versions
     assert kemem.repair_history(**BATCHED).repaired == 13
+    assert kemem.repair_history(**BATCHED, dry_run=True).consistent
+    assert imported(kemem, news(BATCHED)) == 0
+    hist = [e for e in kemem.history("old1", **BATCHED) if e.event != "NOOP"]
+    assert [(e.event, e.reason) for e in hist] == [("ADD", None), ("UPDATE", "recovered")]
+
+
+def test_a_marks_bulk_whose_answer_is_lost_is_loud_and_repairable(kemem, monkeypatch) -> None:
+    """The engine applies the marks' bulk but its answer never comes (a read timeout after the
+    request was sent): the import fails naming the memories it was marking, nothing is said
+    done, the marks that stand are unrecorded until the repair records each once, and a re-run
+    marks nothing again."""
+    from opensearchpy.exceptions import ConnectionTimeout
+
+    from kemem_es.errors import DeadlineExceeded
+
+    kemem.index_records(olds(BATCHED), kind="entities")
+    engine = kemem.memories.crud.engine
+    send = engine._send
+
+    def answer_lost(req: Any) -> Any:
+        answer = send(req)
+        if req.path == "/_bulk" and "superseded_by" in json.dumps(req.body, ensure_ascii=False):
+            raise ConnectionTimeout("TIMEOUT", "read timed out", None)
+        return answer
+
+    monkeypatch.setattr(engine, "_send", answer_lost)
+    named = r"marking memories '\w+'.* superseded: .*did not answer"
+    with pytest.raises(DeadlineExceeded, match=named):
+        imported(kemem, news(BATCHED))
+    monkeypatch.setattr(engine, "_send", send)
+    assert kemem.get("old1", **BATCHED).superseded_by == "new1"  # applied all the same
+    dry = kemem.repair_history(**BATCHED, dry_run=True)
+    assert "old1" in dry.unrecorded_versions
+    assert kemem.repair_history(**BATCHED).repaired == len(dry.unrecorded_versions)
     assert kemem.repair_history(**BATCHED, dry_run=True).consistent
     assert imported(kemem, news(BATCHED)) == 0
     hist = [e for e in kemem.history("old1", **BATCHED) if e.event != "NOOP"]
