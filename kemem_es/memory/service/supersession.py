@@ -65,12 +65,8 @@ class Supersession(ServiceBase):
                 return False
             if stored.source.get(SUPERSEDED_BY):
                 return False
-            change = {SUPERSEDED_BY: by, SUPERSEDED_AT: utc_now()}
-            after = {**stored.source, **change}
-            entry = history.entry(
-                scope, memory_id, kind, "UPDATE", actor, stored.source, after,
-                reason=reason, matched_id=by,
-            )  # fmt: skip
+            marking = superseded_change(scope, kind, memory_id, stored, by, actor, reason)
+            change, after, entry = marking
             self.crud.patch(scope, stored, change, entry, False)
             self.recent.remember(scope, kind, memory_id, after, None)
             return True
@@ -137,12 +133,7 @@ class Supersession(ServiceBase):
             stored, full = got
             if stored.source.get(SUPERSEDED_BY):
                 return
-            change = {SUPERSEDED_BY: by, SUPERSEDED_AT: utc_now()}
-            after = {**stored.source, **change}
-            entry = history.entry(
-                scope, memory_id, kind, "UPDATE", actor, stored.source, after,
-                reason="superseded", matched_id=by,
-            )  # fmt: skip
+            change, after, entry = superseded_change(scope, kind, memory_id, stored, by, actor)
             todo.append(marks.Mark(scope, stored, change, entry, full))
             # What the next decisions see: this memory superseded now.
             current[(scope, memory_id)] = (replace(stored, source=after), full)
@@ -171,3 +162,18 @@ class Supersession(ServiceBase):
             else:
                 marked.discard((m.scope, m.memory_id))
         return n
+
+
+def superseded_change(
+    scope: Scope, kind: MemoryKind, memory_id: str, stored: Stored, by: str, actor: str,
+    reason: str = "superseded",
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """Marking ``stored`` superseded by ``by``: the fields changed, the memory after, and the
+    history entry that records it (one mark or a bulk of them write the same)."""
+    change = {SUPERSEDED_BY: by, SUPERSEDED_AT: utc_now()}
+    after = {**stored.source, **change}
+    entry = history.entry(
+        scope, memory_id, kind, "UPDATE", actor, stored.source, after,
+        reason=reason, matched_id=by,
+    )  # fmt: skip
+    return change, after, entry
