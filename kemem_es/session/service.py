@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -21,7 +21,7 @@ from kemem_es.contract.params import prepared_default
 from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
 from kemem_es.memory.inputs import utf8_text
-from kemem_es.runtime import result_of
+from kemem_es.runtime import result_of, settle
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.manager import Outcome, SessionManager, View
 from kemem_es.session.tokens import TokenCounter
@@ -47,6 +47,10 @@ class Recall(Protocol):
 
 
 CONTEXT_TURNS = 20  # the window's newest turns a context's recall takes as its ``context``
+# How long a context waits for its session's window vector being computed right then (a
+# message sent right after the last add): the job takes a window read and one model run; past
+# this the context embeds the window itself, as it does when nothing was prepared.
+PREPARE_WAIT_S = 2.0
 
 
 def _ms(t0: float) -> float:
@@ -57,7 +61,10 @@ class Sessions:
     """``prepare``: ``Kemem.prepare_context`` — after each add the window's vector is computed
     off the request path (a thread of its own), so the next ``context()`` embeds only the user's
     message (its recall uses the window vector ``prepare_context`` prepares,
-    ``contract.params.prepared_default``, unless told otherwise)."""
+    ``contract.params.prepared_default``, unless told otherwise). A context that comes while
+    its session's job is still queued takes the job over (cancels it and embeds the window in
+    its own model call); one that comes while the job runs waits for it — the window is
+    embedded once either way."""
 
     def __init__(
         self,
@@ -77,6 +84,7 @@ class Sessions:
         self.prepare = prepare
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kemem-context")
         self._preparing: set[tuple[Scope, str]] = set()
+        self._jobs: dict[tuple[Scope, str], Future[None]] = {}  # the newest job per session
         self._guard = threading.Lock()
 
     # -- writes -------------------------------------------------------------------------------
@@ -120,7 +128,31 @@ class Sessions:
             except Exception as exc:  # only a speed-up: the context embeds the window itself
                 log.debug("preparing a session window failed: %s", type(exc).__name__)
 
-        self._pool.submit(job)
+        def forget(done: Future[None]) -> None:
+            with self._guard:
+                if self._jobs.get(key) is done:
+                    del self._jobs[key]
+
+        with self._guard:
+            future = self._pool.submit(job)
+            self._jobs[key] = future
+        future.add_done_callback(forget)
+
+    def _await_window(self, scope: Scope, sid: str) -> None:
+        """Before a context's recall: its session's window job, if one is pending, is taken
+        over while still queued (the recall embeds the window in its own model call, as the
+        job would have) or waited for while it runs (at most ``PREPARE_WAIT_S``)."""
+        key = (scope, sid)
+        with self._guard:
+            future = self._jobs.get(key)
+        if future is None or future.done():
+            return
+        # (outside the guard: a cancelled future's callback, ``forget``, takes it)
+        if future.cancel():  # not started: the recall does its work, once
+            with self._guard:
+                self._preparing.discard(key)
+            return
+        settle(future, PREPARE_WAIT_S)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -178,6 +210,10 @@ class Sessions:
         agent_name = agent_name or (state.agent_name if state else None)
         turns = view.turns if view else []
         t0 = time.perf_counter()
+        if sid and turns:
+            self._await_window(scope, sid)
+            timings["window"] = _ms(t0)
+            t0 = time.perf_counter()
         recall = self._recall(scope, message, turns, overview, user_name, agent_name, now, options)
         timings["recall"] = _ms(t0)
         if recall.additional_info.degraded and not degraded:
