@@ -489,14 +489,14 @@ def within_slo(summary: dict[str, dict[str, Any]], slo_ms: float) -> dict[str, A
 
 def run_trees(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The HTTP load on each tree's server, round-robin for ``--rounds`` rounds (the order
-    turned round each round), on the same store, at each client count: before/after in one
-    run. Keys ``LABEL@CLIENTS``."""
+    turned round each round and each client count), on the same store, at each client count:
+    before/after in one run. Keys ``LABEL@CLIENTS``."""
     trees = [parse_tree(t) for t in args.tree]
     runs: dict[str, list[dict[str, Any]]] = {}
-    for clients in client_counts(args.clients):
+    for ci, clients in enumerate(client_counts(args.clients)):
         at = argparse.Namespace(**{**vars(args), "clients": clients})
         for r in range(args.rounds):
-            for label, path, workers in trees if r % 2 == 0 else trees[::-1]:
+            for label, path, workers in trees if (ci + r) % 2 == 0 else trees[::-1]:
                 print(
                     f"load: http {label} ({path}, {workers} workers, {clients} clients) round {r}",
                     file=sys.stderr,
