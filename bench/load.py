@@ -278,6 +278,8 @@ def run_http(
                         err = type(exc).__name__
                     ms = (time.perf_counter() - t0) * 1000
                     tally.record(op, ms, err, err is None and "X-Kemem-Degraded" in r.headers)
+                    if args.think_ms:
+                        await asyncio.sleep(args.think_ms / 1000)
 
         async def all_clients() -> float:
             t0 = time.perf_counter()
@@ -332,6 +334,8 @@ def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
                     except Exception as exc:  # counted, not raised: the run goes on
                         err = type(exc).__name__
                     tally.record(op, (time.perf_counter() - t0) * 1000, err)
+                    if args.think_ms:
+                        await asyncio.sleep(args.think_ms / 1000)
 
             t0 = time.perf_counter()
             until = time.monotonic() + args.duration
@@ -366,6 +370,8 @@ def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             except Exception as exc:  # counted, not raised: the run goes on
                 err = type(exc).__name__
             tally.record(op, (time.perf_counter() - t0) * 1000, err)
+            if args.think_ms:
+                time.sleep(args.think_ms / 1000)
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
@@ -515,6 +521,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "clients": args.clients,
         "duration_s": args.duration,
         "add_share": args.add_share,
+        "think_ms": args.think_ms,
         "query_options": QUERY_OPTS,
         "runs": {},
     }
@@ -613,6 +620,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=int, default=100_000)
     p.add_argument(
         "--clients", default="16", help="concurrent clients; several (1,2,4,8) run in turn"
+    )
+    p.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="each client's pause after each request (a reply being written, a user typing); "
+        "0: the next request at once",
     )
     p.add_argument(
         "--slo-ms", type=float, default=100.0, help="the p99 bound a turn's throughput is read at"
