@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -57,6 +59,16 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 1)
 
 
+@dataclass(frozen=True)
+class WindowShare:
+    """A prepared window vector out of this process (``export``: a record of the window
+    these turns make, when prepared here) and into it (``adopt``: cache a record another
+    process wrote; whether it was these turns' window). See search.shared_window."""
+
+    export: Callable[[Sequence[Mapping[str, str]]], dict[str, Any] | None]
+    adopt: Callable[[Sequence[Mapping[str, str]], Mapping[str, Any]], bool]
+
+
 class Sessions:
     """``prepare``: ``Kemem.prepare_context`` — after each add the window's vector is computed
     off the request path (a thread of its own), so the next ``context()`` embeds only the user's
@@ -64,7 +76,9 @@ class Sessions:
     ``contract.params.prepared_default``, unless told otherwise). A context that comes while
     its session's job is still queued takes the job over (cancels it and embeds the window in
     its own model call); one that comes while the job runs waits for it — the window is
-    embedded once either way."""
+    embedded once either way. ``share``: the prepared vector is also written onto the
+    session's state, and a context in a process that did not prepare it (another worker or
+    server) adopts it from the state it reads anyway."""
 
     def __init__(
         self,
@@ -74,6 +88,7 @@ class Sessions:
         settings: SessionSettings,
         prefix: str,
         prepare: Callable[[Sequence[Mapping[str, str]]], bool] | None = None,
+        share: WindowShare | None = None,
     ) -> None:
         self.manager = manager
         self.store = manager.store
@@ -82,6 +97,7 @@ class Sessions:
         self.settings = settings
         self.prefix = prefix
         self.prepare = prepare
+        self.share = share
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kemem-context")
         self._preparing: set[tuple[Scope, str]] = set()
         self._jobs: dict[tuple[Scope, str], Future[None]] = {}  # the newest job per session
@@ -122,9 +138,13 @@ class Sessions:
             try:
                 with self._guard:
                     self._preparing.discard(key)  # an add from now on queues its own
-                turns = self.manager.view(scope, sid).turns[-CONTEXT_TURNS:]
+                view = self.manager.view(scope, sid)
+                turns = _context_of(view.turns)
                 if turns and self.prepare is not None:
-                    self.prepare([{"role": t["role"], "content": t["content"]} for t in turns])
+                    self.prepare(turns)
+                    rec = self.share.export(turns) if self.share is not None else None
+                    if rec is not None and view.version is not None:
+                        self.store.put_window(scope, sid, rec, view.version)
             except Exception as exc:  # only a speed-up: the context embeds the window itself
                 log.debug("preparing a session window failed: %s", type(exc).__name__)
 
@@ -212,6 +232,9 @@ class Sessions:
         t0 = time.perf_counter()
         if sid and turns:
             self._await_window(scope, sid)
+            if self.share is not None and view and view.window and "context" not in options:
+                with contextlib.suppress(Exception):  # only a speed-up, as preparing is
+                    self.share.adopt(_context_of(turns), view.window)
             timings["window"] = _ms(t0)
             t0 = time.perf_counter()
         recall = self._recall(scope, message, turns, overview, user_name, agent_name, now, options)
@@ -257,7 +280,7 @@ class Sessions:
         now: datetime,
         options: dict[str, Any],
     ) -> QueryResponse:
-        context = [{"role": t["role"], "content": t["content"]} for t in turns[-CONTEXT_TURNS:]]
+        context = _context_of(turns)
         opts: dict[str, Any] = {"now": now, **options}
         if context and "context" not in opts:
             opts["context"] = context
@@ -322,6 +345,11 @@ class Sessions:
 
     def delete_scope(self, scope: Scope, forget: bool = False) -> int:
         return self.store.delete(scope, None, forget)
+
+
+def _context_of(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The window's newest turns as a context's recall takes them (and its window job)."""
+    return [{"role": t["role"], "content": t["content"]} for t in turns[-CONTEXT_TURNS:]]
 
 
 def _appended(done: Outcome) -> Appended:
