@@ -8,11 +8,13 @@ builds it for joint, split and turns (the whole utterance; sentences left out), 
 memories (their ``description``, as the indexer embeds it) are embedded with the same model.
 For every query and memory: the cosine under joint (the reference the vector floor and ceiling
 were calibrated with), under split and turns as they are, and under split / turns with a
-per-query factor applied (``search.window_scale``). Reported per corpus, mean over queries:
+per-query factor applied (the issue's proposal ``-A``; the package's rule ``-G<γ>``,
+search.window_scale). Reported per corpus, mean over queries:
 the difference to joint of the mean cosine over the user's memories (``all``), of the relevant
 memory's cosine (``gold``) and of the best non-relevant memory's (``best_other``), and the root
 mean square of the per-memory difference (``rms``). A factor is right when all three
-differences are near 0.
+differences are near 0. ``by_style``: the same differences (``mean`` over the user's
+memories, ``gold``, ``best_other``) per dialogue style; ``per_query``: every query's values.
 """
 
 from __future__ import annotations
@@ -25,6 +27,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+GAMMAS = (0.25, 0.375, 0.5, 0.75, 1.0)
+
+
+def _mean_diff(rows: list[dict[str, Any]], name: str, key: str) -> float:
+    """The mean over queries of ``name``'s value minus joint's (where the memory is in scope)."""
+    diffs = [r[name][key] - r["joint"][key] for r in rows if r["joint"][key] is not None]
+    return round(float(np.mean(diffs)), 4) if diffs else 0.0
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -54,9 +64,7 @@ def measure(corpora: Sequence[str], limit: int | None) -> dict[str, Any]:
     from kemem_es.embed.onnx import Embedder
     from kemem_es.search.query_text import EMBED_MAX_CHARS, EMBED_MAX_TOKENS, utterance_weight
     from kemem_es.search.turn_vectors import weighted_mean
-    from kemem_es.search.window_scale import completed_blend, cone_for, pieces_mean
-
-    cone = cone_for(None, "default")
+    from kemem_es.search.window_scale import pieces_mean, rebuilt_blend
     from kemem_es.text.dialogue import context_turns, dialogue_window, keep_end, window_turns
 
     model = Embedder(DEFAULT_MODEL_DIR)
@@ -104,40 +112,26 @@ def measure(corpora: Sequence[str], limit: int | None) -> dict[str, Any]:
                 ("turns", [u, *tv], [length(utt), *(length(t) for t in kept)]),
             ):
                 d = weighted_mean(pieces, sizes)
-                sh = np.asarray(sizes, dtype=np.float64) / sum(sizes)
-                r = (np.asarray(pieces) * sh[:, None]).sum(0)
+                r = pieces_mean(pieces, sizes)
                 nd = float(np.linalg.norm(r))
                 v = w * u + (1 - w) * d
                 cos = M @ _unit(v)
-                cands[name] = cos
+                cands[name] = cos  # as the engine scored it before (γ = 0)
                 nv = float(np.linalg.norm(v))
+                # the issue's proposal: f = |v| / sqrt(|v|² + (1−w)²(1−n²)) on the cosines
                 fa = nv / np.sqrt(nv**2 + (1 - w) ** 2 * (1 - nd**2))
-                factors.setdefault(f"{name}-A", []).append(fa)
                 cands[f"{name}-A"] = cos * fa
-                vr = w * u + (1 - w) * r
-                nvr = float(np.linalg.norm(vr))
-                fr = nvr / np.sqrt(nvr**2 + (1 - w) ** 2 * (1 - nd**2))
-                cosr = M @ _unit(vr)
-                factors.setdefault(f"{name}-raw-C", []).append(fr)
-                cands[f"{name}-raw"] = cosr
-                cands[f"{name}-raw-C"] = cosr * fr
-                cands[f"{name}-raw-mean"] = cosr * nvr
-                factors.setdefault(f"{name}-nd", []).append(nd)
-                sent, smap = completed_blend(u, pieces_mean(pieces, sizes), w, cone)
-                cands[f"{name}-K"] = smap.beta * (M @ sent) + smap.alpha
-                factors.setdefault(f"{name}-K-beta", []).append(smap.beta)
-                factors.setdefault(f"{name}-K-alpha", []).append(smap.alpha)
-                for gam in (0.25, 0.5, 0.75, 1.0):
-                    sg = w * u + (1 - w) * nd**gam * d
-                    cands[f"{name}-G{gam}"] = (M @ _unit(sg)) * float(np.linalg.norm(sg)) / nv
-                # M: the blend's cosines averaged, not renormalised (w·c_u + (1−w)·c_d)
-                cands[f"{name}-M"] = cos * nv
-                # M-joint-like: renormalised by the norm a blend with u·d = u·(d completed) has
-                ud_k = float(u @ d)
-                for rho in (0.8, 0.85, 0.9):
-                    full = np.sqrt(w * w + (1 - w) ** 2 + 2 * w * (1 - w) * max(ud_k, rho))
-                    cands[f"{name}-M{rho}"] = cos * nv / full
-                factors.setdefault(f"{name}-w", []).append(w)
+                # the window's cosines read at n^γ of their renormalised value (the package's
+                # rule, search.window_scale; γ = 1: the pieces' mean cosine)
+                share = 1 - sizes[0] / sum(sizes)
+                sent, f = rebuilt_blend(u, r, w, share)
+                cands[f"{name}-fixed"] = (M @ sent) * f  # the package's rule
+                factors.setdefault(f"{name}-fixed", []).append(f)
+                for gam in GAMMAS:  # a constant γ
+                    sent, f = rebuilt_blend(u, r, w, 1.0, gam)
+                    cands[f"{name}-G{gam}"] = (M @ sent) * f
+                    factors.setdefault(f"{name}-G{gam}", []).append(f)
+                factors.setdefault(f"{name}-n", []).append(nd)
             rec: dict[str, Any] = {"qid": q["qid"], "w": w, "style": q["style"]}
             rec["n_split"] = float(
                 np.linalg.norm(pieces_mean([u, ev], [length(utt), length(earlier)]))
@@ -164,8 +158,16 @@ def measure(corpora: Sequence[str], limit: int | None) -> dict[str, Any]:
                     row.setdefault("best_other", []).append(best)
             if n % 50 == 0:
                 print(corpus, n, file=sys.stderr)
+        by_style: dict[str, dict[str, dict[str, float]]] = {}
+        for st in sorted({r["style"] for r in per_query}):
+            rows = [r for r in per_query if r["style"] == st]
+            by_style[st] = {
+                name: {key: _mean_diff(rows, name, key) for key in ("mean", "gold", "best_other")}
+                for name in cands
+            }
         out[corpus] = {
             "queries": len(next(iter(factors.values()), [])),
+            "by_style": by_style,
             "factor_median": {k: round(float(np.median(v)), 4) for k, v in factors.items()},
             "per_query": per_query,
             **{

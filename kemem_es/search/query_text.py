@@ -263,8 +263,9 @@ class QueryText:
                 u, d, tparts, cut, window = self._earlier(utterance, turns, pieces)
                 vecs, sizes = [u, d], [self.length(utterance), self.length(window)]
             r = pieces_mean(vecs, sizes)
-            vector, scale = rebuilt_blend(u, r, w)
-            sent = [rebuilt_blend(p, r, w)[0] for p in tparts]
+            share = 1.0 - sizes[0] / max(sum(sizes), 1e-9)  # the earlier turns' tokens
+            vector, scale = rebuilt_blend(u, r, w, share)
+            sent = [rebuilt_blend(p, r, w, share)[0] for p in tparts]
             return QueryVectors(_rounded(vector), cut, [_rounded(p) for p in sent], scale)
         if params.context_vector == "earlier":
             u, d, parts, cut, _ = self._earlier(utterance, turns, pieces)

@@ -12,19 +12,20 @@ cancel. So a session's recall (split) scored higher than the same query with the
 at threshold 0.5 a non-relevant memory passed in 66 % of the Chinese long dialogues instead of
 39 %.
 
-The two bounds: read without the renormalisation (``r·m``, the pieces' mean cosine), an
-unrelated memory scores what the joint window gives it (measured: the mean over a user's
-memories matches joint to ±0.003), but the memories the dialogue is about score lower than
-under joint, whose single encoding of the whole dialogue adds what the pieces mean together;
-fully renormalised, every memory is lifted. The window's cosines are read between the two,
-at ``n^γ`` of their renormalised value (``γ`` = ``GAMMA``, on the log scale the share of the
-lift taken back), and blended with the utterance as before: ``(w·u·m + (1 − w)·n^γ·d·m) /
-|w·u + (1 − w)·d|``. That is the engine's cosine ``c`` of the unit vector along ``w·u + (1 −
-w)·n^γ·d``, times ``f = |w·u + (1 − w)·n^γ·d| / |w·u + (1 − w)·d|`` (≤ 1): the query's vector
-floor and ceiling are divided by ``f`` (``rescaled``), so the engine's script, the threshold,
-the signals ``explain`` shows and the entity evidence read the score on joint's scale with no
-other change, no extra model call and no extra request. ``n`` and ``f`` are ratios of lengths,
-so the rule holds on any model's cosine scale (its floor and ceiling come from its own
+The two bounds: read without the renormalisation (``r·m``, the pieces' mean cosine), every
+memory scores below what the joint window gives it, the memories the dialogue is about most
+(the joint encoding of the whole dialogue adds what its pieces mean together); fully
+renormalised, every memory is lifted above it. The window's cosines are read between the two, at
+``n^γ`` of their renormalised value, ``γ = GAMMA · s`` with ``s`` the earlier turns' share of
+the window's tokens (on the log scale, the share of the lift taken back: a window that is
+mostly the utterance keeps most of its lift, as the joint encoding of a short dialogue does),
+and blended with the utterance as before: ``(w·u·m + (1 − w)·n^γ·d·m) / |w·u + (1 − w)·d|``.
+That is the engine's cosine ``c`` of the unit vector along ``w·u + (1 − w)·n^γ·d``, times
+``f = |w·u + (1 − w)·n^γ·d| / |w·u + (1 − w)·d|`` (≤ 1): the query's vector floor and ceiling
+are divided by ``f`` (``rescaled``), so the engine's script, the threshold, the signals
+``explain`` shows and the entity evidence read the score on joint's scale with no other
+change, no extra model call and no extra request. ``n``, ``s`` and ``f`` are ratios, so the
+rule holds on any model's cosine scale (its floor and ceiling come from its own
 calibration, embed.calibrate).
 """
 
@@ -36,11 +37,12 @@ import numpy as np
 
 from kemem_es.contract.params import QueryParams
 
-# The share of the renormalisation's lift (1/n) taken back, on the log scale. Measured on the
-# Chinese dialogue sets with m3e (bench/results/2026-11-29-lift): 0 keeps split's lift, 1 (the
-# pieces' mean cosine) puts the unrelated memories on joint's scale and the relevant ones
-# below it; see the report for the shares at 0.25 and 0.5.
-GAMMA = float(__import__("os").environ.get("KEMEM_LIFT_GAMMA", "0.5"))  # EXPERIMENT
+# The share of the renormalisation's lift (1/n) taken back, on the log scale, per unit of the
+# window that is not the utterance: γ = GAMMA × (the earlier turns' share of the window's
+# tokens). Measured on the Chinese dialogue sets with m3e (bench/results/2026-11-29-lift): a
+# constant γ fits either the short dialogues (~0.15: the utterance is most of the window) or the
+# long ones (~0.4), the same GAMMA × share fits both.
+GAMMA = 0.5
 
 
 def pieces_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:
@@ -58,12 +60,13 @@ def pieces_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np.n
 
 
 def rebuilt_blend(
-    u: np.ndarray, r: np.ndarray, w: float, gamma: float | None = None
+    u: np.ndarray, r: np.ndarray, w: float, share: float, gamma: float = GAMMA
 ) -> tuple[np.ndarray, float]:
     """The query vector of a window rebuilt as ``r`` (``pieces_mean``), blended with ``u`` (the
-    utterance's or a sentence's vector) at weight ``w``: the unit vector to send, and the
-    factor ``f`` its engine cosine is read at (1: nothing to rescale)."""
-    g = GAMMA if gamma is None else gamma
+    utterance's or a sentence's vector) at weight ``w``; ``share``: the part of the window's
+    tokens that are not the utterance's. Returns the unit vector to send and the factor its
+    engine cosine is read at (1: nothing to rescale)."""
+    g = gamma * min(max(share, 0.0), 1.0)
     u = np.asarray(u, dtype=np.float64)
     r = np.asarray(r, dtype=np.float64)
     n = float(np.linalg.norm(r))

@@ -126,7 +126,8 @@ def test_turns_window_approximates_the_joint_vector_by_tokens() -> None:
     u = emb._vec(texts[0])
     # the window's cosines read at n^γ of their renormalised value (search.window_scale)
     n = float(np.linalg.norm(pieces_mean(vecs, sizes)))
-    expect = _unit(0.2 * u + 0.8 * n**GAMMA * d)
+    g = GAMMA * (1 - sizes[0] / sum(sizes))  # γ = GAMMA × the earlier turns' share
+    expect = _unit(0.2 * u + 0.8 * n**g * d)
     assert np.allclose(vec, expect, atol=1e-4)
 
 
@@ -227,7 +228,8 @@ def test_split_rebuilds_the_window_from_the_earlier_turns_and_the_utterance() ->
     d = weighted_mean([u, e], sizes)
     # the window's cosines read at n^γ of their renormalised value (search.window_scale)
     n = float(np.linalg.norm(pieces_mean([u, e], sizes)))
-    assert np.allclose(vec, _unit(0.2 * u + 0.8 * n**GAMMA * d), atol=1e-4)
+    g = GAMMA * sizes[1] / sum(sizes)  # γ = GAMMA × the earlier turns' share of the tokens
+    assert np.allclose(vec, _unit(0.2 * u + 0.8 * n**g * d), atol=1e-4)
 
 
 def test_prepare_context_and_a_sessions_recall_agree_on_the_window() -> None:

@@ -1,8 +1,8 @@
 """A dialogue window rebuilt from its pieces, read on the joint window's scale
 (search.window_scale): the factor and the sent vector give exactly the intended score for any
-memory, the renormalisation's lift is taken back by ``n^γ``, the floor and ceiling divided by
-the factor give the vector term the intended cosine would, and the query path uses it for split
-and turns only."""
+memory, the renormalisation's lift is taken back by ``n^γ`` (γ = GAMMA × the earlier turns'
+share), the floor and ceiling divided by the factor give the vector term the intended cosine
+would, and the query path uses it for split and turns only."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_sent_vector_times_factor_is_the_intended_score(gamma: float, w: float) 
     r = pieces_mean([u, e], [4, 9])
     n = float(np.linalg.norm(r))
     d = r / n
-    sent, f = rebuilt_blend(u, r, w, gamma)
+    sent, f = rebuilt_blend(u, r, w, 1.0, gamma)
     assert math.isclose(float(np.linalg.norm(sent)), 1.0, rel_tol=1e-9)
     assert 0 < f <= 1.0
     for _ in range(5):
@@ -57,12 +57,12 @@ def test_gamma_zero_is_the_plain_split_and_one_the_pieces_mean_cosine() -> None:
     mu = _unit(rng.standard_normal(DIM))
     u, e = _cone(rng, mu), _cone(rng, mu)
     r = pieces_mean([u, e], [3, 5])
-    sent, f = rebuilt_blend(u, r, 0.2, 0.0)
+    sent, f = rebuilt_blend(u, r, 0.2, 1.0, gamma=0.0)
     assert f == 1.0
     assert np.allclose(sent, _unit(0.2 * u + 0.8 * weighted_mean([u, e], [3, 5])))
     # γ = 1, the window alone (w = 0): the pieces' token-weighted mean cosine, no lift
     m = _cone(rng, mu, 0.86)
-    sent, f = rebuilt_blend(u, r, 0.0, 1.0)
+    sent, f = rebuilt_blend(u, r, 0.0, 1.0, gamma=1.0)
     assert f * float(sent @ m) == pytest.approx(3 / 8 * float(u @ m) + 5 / 8 * float(e @ m))
 
 
@@ -78,20 +78,24 @@ def test_the_renormalised_mean_lifts_unrelated_memories_and_gamma_takes_it_back(
     mems = [_cone(rng, mu, 0.86) for _ in range(400)]
     unrelated = 0.8 * 0.86
     plain = np.mean([float(r / n @ m) for m in mems])
-    sent, f = rebuilt_blend(u, r, 0.0)  # the window alone
+    sent, f = rebuilt_blend(u, r, 0.0, 1.0)  # the window alone, all of it earlier turns
     read = np.mean([f * float(sent @ m) for m in mems])
     assert plain == pytest.approx(unrelated / n, abs=0.01)
     assert read == pytest.approx(unrelated * n ** (GAMMA - 1), abs=0.01)
     assert unrelated < read < plain
+    # a window that is mostly the utterance keeps more of its lift: γ = GAMMA × share
+    sent, f = rebuilt_blend(u, r, 0.0, 0.25)
+    assert f * float(sent @ mems[0]) == pytest.approx(float(r / n @ mems[0]) * n ** (GAMMA / 4))
+    assert rebuilt_blend(u, r, 0.0, 0.0)[1] == 1.0
 
 
 def test_one_piece_or_identical_pieces_change_nothing() -> None:
     rng = np.random.default_rng(2)
     u = _unit(rng.standard_normal(DIM))
-    sent, f = rebuilt_blend(u, pieces_mean([u, u], [2, 7]), 0.3)
+    sent, f = rebuilt_blend(u, pieces_mean([u, u], [2, 7]), 0.3, 7 / 9)
     assert np.allclose(sent, u)
     assert f == 1.0
-    sent, f = rebuilt_blend(u, np.zeros(DIM), 0.3)  # nothing to blend with
+    sent, f = rebuilt_blend(u, np.zeros(DIM), 0.3, 0.5)  # nothing to blend with
     assert np.allclose(sent, u) and f == 1.0
 
 
