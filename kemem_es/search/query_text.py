@@ -53,8 +53,8 @@ Words = tuple[list[BaseWord], list[str], list[tuple[str, int]], list[SearchWord]
 class QueryVectors(NamedTuple):
     """A query's vectors: the whole utterance's (blended with the dialogue window), whether the
     window dropped earlier turns, the sentences' vectors, and the factor the engine's cosine of
-    them is read at (``search.window_scale``: below 1 only for a window rebuilt from its
-    pieces, ``"split"`` and ``"turns"``, so that its scores sit on the joint window's scale)."""
+    them is read at (``search.window_scale``: below 1 only for the window ``"split"`` rebuilds
+    from its pieces, so that its scores sit on the joint window's scale)."""
 
     vector: list[float]
     trimmed: bool
@@ -247,8 +247,8 @@ class QueryText:
         utterance alone was cut to its end: no turn is dropped then), the vectors of the
         utterance's sentences when it has several (blended with the window the same way) and
         the factor the engine's cosine of them is read at: a window rebuilt from its pieces
-        (``"split"``, ``"turns"``) lifts every cosine, which search.window_scale takes back
-        (the searcher divides the query's vector floor and ceiling by it)."""
+        lifts every cosine, which search.window_scale takes back for ``"split"`` (the searcher
+        divides the query's vector floor and ceiling by it); ``"turns"`` keeps its lift."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
         if not turns or params.utterance_weight >= 1.0:
@@ -263,7 +263,11 @@ class QueryText:
                 u, d, tparts, cut, window = self._earlier(utterance, turns, pieces)
                 vecs, sizes = [u, d], [self.length(utterance), self.length(window)]
             r = pieces_mean(vecs, sizes)
-            share = 1.0 - sizes[0] / max(sum(sizes), 1e-9)  # the earlier turns' tokens
+            # the earlier turns' share of the tokens; "turns" keeps its lift for now (the rule
+            # was measured for split only: bench/results/2026-11-29-lift)
+            share = (
+                1.0 - sizes[0] / max(sum(sizes), 1e-9) if params.context_vector == "split" else 0.0
+            )
             vector, scale = rebuilt_blend(u, r, w, share)
             sent = [rebuilt_blend(p, r, w, share)[0] for p in tparts]
             return QueryVectors(_rounded(vector), cut, [_rounded(p) for p in sent], scale)

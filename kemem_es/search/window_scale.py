@@ -26,7 +26,9 @@ are divided by ``f`` (``rescaled``), so the engine's script, the threshold, the 
 ``explain`` shows and the entity evidence read the score on joint's scale with no other
 change, no extra model call and no extra request. ``n``, ``s`` and ``f`` are ratios, so the
 rule holds on any model's cosine scale (its floor and ceiling come from its own
-calibration, embed.calibrate).
+calibration, embed.calibrate). The query path applies it to ``"split"`` only: ``"turns"``
+(many pieces, a smaller ``n``) keeps its lift until it is measured (bench/results/2026-11-29-lift:
+offline the same rule takes its relevant memories' cosines 0.017–0.029 below joint's).
 """
 
 from __future__ import annotations

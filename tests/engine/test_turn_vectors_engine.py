@@ -118,12 +118,11 @@ def test_a_prepared_split_window_embeds_the_utterance_alone(kemem: Any) -> None:
 
 
 @pytest.mark.engine
-@pytest.mark.parametrize("mode", ["split", "turns"])
-def test_a_rebuilt_window_is_read_at_its_factor(kemem: Any, mode: str) -> None:
-    """A window rebuilt from its pieces lifts every cosine; the query's vector floor and ceiling
-    are divided by the factor that takes the lift back (search.window_scale), so each explained
-    vector term is (f·c − floor) / (ceil − floor) of the engine's cosine c of the vector it is
-    sent, and the explained signals add up to the score."""
+def test_a_split_window_is_read_at_its_factor(kemem: Any) -> None:
+    """A window rebuilt from its pieces (split) lifts every cosine; the query's vector floor and
+    ceiling are divided by the factor that takes the lift back (search.window_scale), so each
+    explained vector term is (f·c − floor) / (ceil − floor) of the engine's cosine c of the
+    vector it is sent, and the explained signals add up to the score."""
     from kemem_es.contract.params import QueryParams
     from kemem_es.embed.calibrate import apply
     from kemem_es.search.profile import script_params
@@ -132,6 +131,7 @@ def test_a_rebuilt_window_is_read_at_its_factor(kemem: Any, mode: str) -> None:
     _hotpot_and_hike(kemem)
     context = "用户：最近老加班\n助手：辛苦了，周末有什么安排吗？\n用户：想找个地方放松一下"
     opts = {**A, "score_threshold": 0.0, "expand": False, "context": context}
+    mode = "split"
     resp = kemem.query("就上次那家吧", **opts, context_vector=mode, explain=True)
     assert {e.index for e in resp.memory_events} == {"e1", "e2"}
     params = apply(QueryParams(**opts, context_vector=mode), kemem.searcher.calibration())

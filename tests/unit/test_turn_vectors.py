@@ -124,10 +124,7 @@ def test_turns_window_approximates_the_joint_vector_by_tokens() -> None:
     vecs, sizes = [emb._vec(t) for t in texts], [len(t) for t in texts]
     d = weighted_mean(vecs, sizes)
     u = emb._vec(texts[0])
-    # the window's cosines read at n^γ of their renormalised value (search.window_scale)
-    n = float(np.linalg.norm(pieces_mean(vecs, sizes)))
-    g = GAMMA * (1 - sizes[0] / sum(sizes))  # γ = GAMMA × the earlier turns' share
-    expect = _unit(0.2 * u + 0.8 * n**g * d)
+    expect = _unit(0.2 * u + 0.8 * d)  # "turns" keeps the renormalised window
     assert np.allclose(vec, expect, atol=1e-4)
 
 
