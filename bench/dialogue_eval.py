@@ -221,7 +221,7 @@ def index_corpus(
 def run_mode(
     km: Any, queries: Sequence[dict[str, Any]], gold: dict, mode: str, extra: dict, workers: int
 ) -> dict[str, Any]:
-    def one(q: dict[str, Any]) -> tuple[dict[str, float], float, list[str]]:
+    def one(q: dict[str, Any]) -> tuple[dict[str, float], float, list[str], list[float]]:
         resp = ask(km, q, mode=mode, **extra)
         ids = [h.index for h in resp.memory_events]
         m = metrics(ids, gold[q["qid"]])
@@ -233,7 +233,8 @@ def run_mode(
                   .memory_events}  # fmt: skip
         m["gold>=0.5"] = float(first in passed)
         m["other>=0.5"] = float(any(d not in gold[q["qid"]] for d in passed))
-        return m, resp.additional_info.timings_ms["total"], ids
+        scores = [round(h.score, 4) for h in resp.memory_events]
+        return m, resp.additional_info.timings_ms["total"], ids, scores
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         rows = list(pool.map(one, queries))
@@ -252,6 +253,13 @@ def run_mode(
         "by_style": {s: {"n": len(v), **mean_metrics(v)} for s, v in sorted(by_style.items())},
         "latency_ms": percentiles(r[1] for r in rows),
         "top10": {q["qid"]: r[2] for q, r in zip(queries, rows, strict=True)},
+        # per query: the top 10's scores (threshold 0) and whether the written-for memory /
+        # some non-relevant memory cleared 0.5 (the threshold's meaning per set)
+        "scores10": {q["qid"]: r[3] for q, r in zip(queries, rows, strict=True)},
+        "passed": {
+            q["qid"]: [int(r[0]["gold>=0.5"]), int(r[0]["other>=0.5"])]
+            for q, r in zip(queries, rows, strict=True)
+        },
     }
 
 

@@ -102,3 +102,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def pooled(pairs: Sequence[tuple[str, str]], mode: str = "fusion", resamples: int = 10_000) -> dict:
+    """R@5 and nDCG@10 differences B − A pooled over the queries of several (A, B) run pairs
+    (one pair per set), with the 95 % paired bootstrap interval."""
+    from bench.dialogue_eval import qrels
+
+    diffs: dict[str, list[float]] = {m: [] for m in MEASURES}
+    for pa, pb in pairs:
+        a, b = _load(pa), _load(pb)
+        gold = qrels(a.get("corpus", "zh"))
+        ta, tb = a["modes"][mode]["top10"], b["modes"][mode]["top10"]
+        for q in (q for q in ta if q in tb):
+            for m in MEASURES:
+                diffs[m].append(metrics(tb[q], gold[q])[m] - metrics(ta[q], gold[q])[m])
+    out: dict[str, Any] = {"n": len(diffs[MEASURES[0]])}
+    for m, d in diffs.items():
+        lo, hi = interval(d, resamples)
+        out[m] = {"diff": round(sum(d) / len(d), 4), "ci95": [round(lo, 4), round(hi, 4)]}
+    return out

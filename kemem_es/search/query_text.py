@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -19,9 +19,9 @@ from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.search.turn_vectors import (
     TurnCache,
     missing_turns,
-    weighted_mean,
-    window_from_turns,
+    turn_pieces,
 )
+from kemem_es.search.window_scale import pieces_mean, rebuilt_blend
 from kemem_es.store.bulk import TextEmbedder
 from kemem_es.store.names import NO_NAMES, Names
 from kemem_es.text import BaseWord, base_words_with_tokens, normalize
@@ -49,6 +49,18 @@ EMBED_MAX_TOKENS = 250
 
 # (base words, the utterance's tokens, expansions with their level, every search word)
 Words = tuple[list[BaseWord], list[str], list[tuple[str, int]], list[SearchWord]]
+
+
+class QueryVectors(NamedTuple):
+    """A query's vectors: the whole utterance's (blended with the dialogue window), whether the
+    window dropped earlier turns, the sentences' vectors, and the factor the engine's cosine of
+    them is read at (``search.window_scale``: below 1 only for the window ``"split"`` rebuilds
+    from its pieces, so that its scores sit on the joint window's scale)."""
+
+    vector: list[float]
+    trimmed: bool
+    parts: list[list[float]]
+    scale: float = 1.0
 
 
 class QueryText:
@@ -225,35 +237,66 @@ class QueryText:
     def query_vector(
         self, text: str, turns: Sequence[Turn], params: QueryParams
     ) -> tuple[list[float], bool, list[list[float]]]:
+        """``query_vectors`` without the factor its cosines are read at."""
+        vector, trimmed, parts, _ = self.query_vectors(text, turns, params)
+        return vector, trimmed, parts
+
+    def query_vectors(self, text: str, turns: Sequence[Turn], params: QueryParams) -> QueryVectors:
         """The utterance's vector, blended with the dialogue window's (the newest turns that
         fit the model, oldest first) when there is context: w·u + (1−w)·d, renormalised.
         Returns the vector, whether the window had to drop earlier turns (not whether the
-        utterance alone was cut to its end: no turn is dropped then), and the vectors of the
-        utterance's sentences when it has several (blended with the window the same way)."""
+        utterance alone was cut to its end: no turn is dropped then), the vectors of the
+        utterance's sentences when it has several (blended with the window the same way) and
+        the factor the engine's cosine of them is read at: a window rebuilt from its pieces
+        lifts every cosine, which search.window_scale takes back for ``"split"`` (the searcher
+        divides the query's vector floor and ceiling by it); ``"turns"`` keeps its lift."""
         utterance = keep_end(text, EMBED_MAX_CHARS)
         pieces = sentences(utterance, params.max_sentences) if params.sentence_weight > 0 else []
         if not turns or params.utterance_weight >= 1.0:
             # one model call for the utterance and its sentences
             u, *parts = self._embed_utterance(utterance, pieces)
-            return _rounded(u), False, [_rounded(p) for p in parts]
+            return QueryVectors(_rounded(u), False, [_rounded(p) for p in parts])
         w = utterance_weight(params, utterance, turns)
-        if params.context_vector == "turns":
-            u, dt, tparts, cut = self.turns_window(text, utterance, turns, pieces)
-            return _rounded(_blend(u, dt, w)), cut, [_rounded(_blend(p, dt, w)) for p in tparts]
-        if params.context_vector in ("earlier", "split"):
-            window, cut = self.earlier_window(turns)
-            d = self._cached(window)
-            if d is None:  # not prepared: in the same model call as the utterance
-                u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
-                self._remember(window, d)
-            else:
-                u, *parts = self._embed_utterance(utterance, pieces)
-            if params.context_vector == "split":  # the joint window, rebuilt from its two parts
-                d = weighted_mean([u, d], [self.length(utterance), self.length(window)])
-            return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+        if params.context_vector in ("turns", "split"):
+            if params.context_vector == "turns":
+                u, vecs, sizes, tparts, cut = self.turns_window(text, utterance, turns, pieces)
+            else:  # the joint window, rebuilt from its two parts
+                u, d, tparts, cut, window = self._earlier(utterance, turns, pieces)
+                vecs, sizes = [u, d], [self.length(utterance), self.length(window)]
+            r = pieces_mean(vecs, sizes)
+            # the earlier turns' share of the tokens; "turns" keeps its lift for now (the rule
+            # was measured for split only: bench/results/2026-11-29-lift)
+            share = (
+                1.0 - sizes[0] / max(sum(sizes), 1e-9) if params.context_vector == "split" else 0.0
+            )
+            vector, scale = rebuilt_blend(u, r, w, share)
+            sent = [rebuilt_blend(p, r, w, share)[0] for p in tparts]
+            return QueryVectors(_rounded(vector), cut, [_rounded(p) for p in sent], scale)
+        if params.context_vector == "earlier":
+            u, d, parts, cut, _ = self._earlier(utterance, turns, pieces)
+            return QueryVectors(
+                _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+            )
         window, cut = dialogue_window(text, list(turns), EMBED_MAX_TOKENS, self.length)
         u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
-        return _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+        return QueryVectors(
+            _rounded(_blend(u, d, w)), cut, [_rounded(_blend(p, d, w)) for p in parts]
+        )
+
+    def _earlier(
+        self, utterance: str, turns: Sequence[Turn], pieces: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], bool, str]:
+        """(the utterance's vector, the earlier turns' window's — cached or prepared, else in
+        the utterance's model call —, the sentences', whether turns were dropped, the
+        window's text)."""
+        window, cut = self.earlier_window(turns)
+        d = self._cached(window)
+        if d is None:  # not prepared: in the same model call as the utterance
+            u, d, *parts = self._embed_utterance(utterance, [window, *pieces])
+            self._remember(window, d)
+        else:
+            u, *parts = self._embed_utterance(utterance, pieces)
+        return u, d, list(parts), cut, window
 
     def _embed_utterance(self, utterance: str, more: Sequence[str]) -> np.ndarray:
         """The utterance and ``more`` in one model call; the utterance's vector is kept for
@@ -264,11 +307,12 @@ class QueryText:
 
     def turns_window(
         self, text: str, utterance: str, turns: Sequence[Turn], pieces: Sequence[str]
-    ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], bool]:
-        """``context_vector="turns"``: the window's vector made of its pieces' own vectors
+    ) -> tuple[np.ndarray, list[np.ndarray], list[float], list[np.ndarray], bool]:
+        """``context_vector="turns"``: the window made of its pieces' own vectors
         (search.turn_vectors), the turns the joint window would hold (``window_turns``). The
         turns not cached yet are embedded in the utterance's model call. Returns the
-        utterance's vector, the window's, the sentences' and whether turns were dropped."""
+        utterance's vector, the window's pieces' vectors and tokens, the sentences' vectors
+        and whether turns were dropped."""
         sizes: dict[str, int] = {}
 
         def length(t: str) -> int:
@@ -282,8 +326,8 @@ class QueryText:
         for t, v in zip(todo, rest, strict=False):
             found[t] = v
             self.turn_vectors.put(t, np.asarray(v, dtype=np.float32))
-        d = window_from_turns((utterance, u), kept, found, length)
-        return u, d, list(rest[len(todo) :]), cut
+        vecs, tokens = turn_pieces((utterance, u), kept, found, length)
+        return u, vecs, tokens, list(rest[len(todo) :]), cut
 
     def earlier_window(self, turns: Sequence[Turn]) -> tuple[str, bool]:
         """The earlier turns alone (oldest first, the newest that fit the model): the text

@@ -35,6 +35,7 @@ from kemem_es.search.searcher_base import (
     _not_initialised,
 )
 from kemem_es.search.stopwatch import Stopwatch
+from kemem_es.search.window_scale import rescaled
 from kemem_es.store.embedding import refuse_other_model
 from kemem_es.store.embedding import stored as stored_calibration
 from kemem_es.store.names import Names
@@ -135,7 +136,8 @@ class Searcher(EntitySearch):
         params, frame, limit = resolve_timeframe(params, utterance, now)  # search.facts
         params = resolve_past(params, utterance)
         slots = slot_clauses(params, utterance)
-        (vector, trimmed, parts) = offload(self.text.query_vector, utterance, turns, params)
+        vector, trimmed, parts, scale = offload(self.text.query_vectors, utterance, turns, params)
+        params = rescaled(params, scale)  # a rebuilt window read on the joint window's scale
         clock.lap("embed")
         names = self.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
         base, tokens, expanded, words = offload(

@@ -90,6 +90,20 @@ def missing_turns(
     return found, todo
 
 
+def turn_pieces(
+    utterance: tuple[str, np.ndarray],
+    turns: Sequence[str],
+    vectors: dict[str, np.ndarray],
+    length: Callable[[str], int],
+) -> tuple[list[np.ndarray], list[float]]:
+    """The window's pieces: the utterance's and each kept turn's vector, with its tokens
+    (``length``). A turn without a vector (nothing to embed: blank) is left out."""
+    text, u = utterance
+    pieces = [(u, length(text))]
+    pieces += [(vectors[t], length(t)) for t in turns if t in vectors]
+    return [v for v, _ in pieces], [float(n) for _, n in pieces]
+
+
 def window_from_turns(
     utterance: tuple[str, np.ndarray],
     turns: Sequence[str],
@@ -97,8 +111,5 @@ def window_from_turns(
     length: Callable[[str], int],
 ) -> np.ndarray:
     """The window's vector: the utterance's and each kept turn's vector weighted by its tokens
-    (``length``). A turn without a vector (nothing to embed: blank) is left out."""
-    text, u = utterance
-    pieces = [(u, length(text))]
-    pieces += [(vectors[t], length(t)) for t in turns if t in vectors]
-    return weighted_mean([v for v, _ in pieces], [n for _, n in pieces])
+    (``length``), renormalised."""
+    return weighted_mean(*turn_pieces(utterance, turns, vectors, length))

@@ -115,3 +115,36 @@ def test_a_prepared_split_window_embeds_the_utterance_alone(kemem: Any) -> None:
     resp = kemem.query("想吃楼下那家火锅", **opts, context=history, context_vector="split")
     assert spy.calls == [["想吃楼下那家火锅"]]
     assert resp.memory_events[0].index == "e1"
+
+
+@pytest.mark.engine
+def test_a_split_window_is_read_at_its_factor(kemem: Any) -> None:
+    """A window rebuilt from its pieces (split) lifts every cosine; the query's vector floor and
+    ceiling are divided by the factor that takes the lift back (search.window_scale), so each
+    explained vector term is (f·c − floor) / (ceil − floor) of the engine's cosine c of the
+    vector it is sent, and the explained signals add up to the score."""
+    from kemem_es.contract.params import QueryParams
+    from kemem_es.embed.calibrate import apply
+    from kemem_es.search.profile import script_params
+    from kemem_es.text.dialogue import context_turns
+
+    _hotpot_and_hike(kemem)
+    context = "用户：最近老加班\n助手：辛苦了，周末有什么安排吗？\n用户：想找个地方放松一下"
+    opts = {**A, "score_threshold": 0.0, "expand": False, "context": context}
+    mode = "split"
+    resp = kemem.query("就上次那家吧", **opts, context_vector=mode, explain=True)
+    assert {e.index for e in resp.memory_events} == {"e1", "e2"}
+    params = apply(QueryParams(**opts, context_vector=mode), kemem.searcher.calibration())
+    params, _ = script_params(params, ["就上次那家吧"])
+    turns = context_turns(context, params.context_turns)
+    qv = kemem.searcher.text.query_vectors("就上次那家吧", turns, params)
+    assert 0 < qv.scale < 1
+    texts = {"e1": "小满公司楼下新开了一家火锅店，排队很长", "e2": "小满周末去爬山，拍了很多照片"}
+    weights = params.weights.model_dump()
+    for e in resp.memory_events:
+        mem = kemem.searcher.text.embedder.embed_one(texts[e.index])
+        cos = float(np.asarray(qv.vector) @ mem)
+        want = (qv.scale * cos - params.vec_floor) / (params.vec_ceil - params.vec_floor)
+        assert e.signals.vec == pytest.approx(want, abs=3e-3)
+        fused = sum(weights[k] * getattr(e.signals, k) for k in weights) + e.signals.anchor
+        assert e.score == pytest.approx(min(max(fused, 0.0), 1.0), abs=3e-3)

@@ -18,6 +18,7 @@ from kemem_es.search.turn_vectors import (
     weighted_mean,
     window_from_turns,
 )
+from kemem_es.search.window_scale import GAMMA, pieces_mean
 from kemem_es.text.dialogue import Turn, context_turns, dialogue_window, window_turns
 from kemem_es.text.tokenizer import Tokenizer
 from tests.counting_model import Counting
@@ -120,9 +121,10 @@ def test_turns_window_approximates_the_joint_vector_by_tokens() -> None:
     assert emb.calls == [["你还记得那家店吗", "辛苦了，吃饭了吗？", "老板又让加班", "怎么啦？",
                           "我今天好累"]]  # fmt: skip
     texts = ["你还记得那家店吗", "辛苦了，吃饭了吗？", "老板又让加班", "怎么啦？", "我今天好累"]
-    d = weighted_mean([emb._vec(t) for t in texts], [len(t) for t in texts])
+    vecs, sizes = [emb._vec(t) for t in texts], [len(t) for t in texts]
+    d = weighted_mean(vecs, sizes)
     u = emb._vec(texts[0])
-    expect = _unit(0.2 * u + 0.8 * d)
+    expect = _unit(0.2 * u + 0.8 * d)  # "turns" keeps the renormalised window
     assert np.allclose(vec, expect, atol=1e-4)
 
 
@@ -219,8 +221,12 @@ def test_split_rebuilds_the_window_from_the_earlier_turns_and_the_utterance() ->
     vec, _, _ = qt.query_vector("你还记得那家店吗", turns, p)
     assert emb.calls == [["你还记得那家店吗"]]
     u, e = emb._vec("你还记得那家店吗"), emb._vec(window)
-    d = weighted_mean([u, e], [len("你还记得那家店吗"), len(window)])
-    assert np.allclose(vec, _unit(0.2 * u + 0.8 * d), atol=1e-4)
+    sizes = [len("你还记得那家店吗"), len(window)]
+    d = weighted_mean([u, e], sizes)
+    # the window's cosines read at n^γ of their renormalised value (search.window_scale)
+    n = float(np.linalg.norm(pieces_mean([u, e], sizes)))
+    g = GAMMA * sizes[1] / sum(sizes)  # γ = GAMMA × the earlier turns' share of the tokens
+    assert np.allclose(vec, _unit(0.2 * u + 0.8 * n**g * d), atol=1e-4)
 
 
 def test_prepare_context_and_a_sessions_recall_agree_on_the_window() -> None:
