@@ -122,3 +122,12 @@ def test_the_fill_ranks_after_every_memory_a_word_matches() -> None:
     # the vector nominating as well (one body): one list by score, as before
     nominating = latin.model_copy(update={"vector_candidates": True})
     assert _rank(nominating, [fill]) == ["knn", "gold", "knn2"]
+
+
+def test_status_says_where_the_words_come_first() -> None:
+    from kemem_es.cli.data import calibration_line
+
+    line = calibration_line(calibration(MINILM, "minilm", 384))
+    assert "(kw/vec 0.82/0.13, words first), latin" in line
+    assert "words first" not in line.split("latin")[1]
+    assert "latin 0.450–0.630 (kw/vec 0.82/0.13, words first)" in calibration_line(reference())
