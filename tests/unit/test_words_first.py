@@ -131,3 +131,11 @@ def test_status_says_where_the_words_come_first() -> None:
     assert "(kw/vec 0.82/0.13, words first), latin" in line
     assert "words first" not in line.split("latin")[1]
     assert "latin 0.450–0.630 (kw/vec 0.82/0.13, words first)" in calibration_line(reference())
+
+
+def test_a_caller_who_chose_the_weights_takes_the_default_profile_whole() -> None:
+    from kemem_es.contract.params import Weights
+
+    chosen = QueryParams(agent_id="a", user_id="u", weights=Weights())
+    kept, profile = script_params(chosen, ["my dog has been sneezing all week"])
+    assert profile == "default" and kept.vector_candidates is chosen.vector_candidates is True
