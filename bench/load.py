@@ -6,9 +6,11 @@ synthetic store (default 100k events per database), through
 - ``sync``: Kemem in this process, one thread per client.
 
 Reported per run: requests/s, p50/p95/p99 per operation, errors (must be 0) and degraded
-answers, and the serving process's RSS before and after. ``--faults`` also times how long a
-query takes to answer (degraded) with the engine hung (SIGSTOP), stopped, and the official
-index missing.
+answers, and the serving process's RSS before and after. ``--clients 1,2,4,8`` runs each
+client count in turn and reports the throughput each tree sustains with its p99 within
+``--slo-ms`` (issue 42 counts chat turns per second at p99 ≤ 100 ms). ``--faults`` also
+times how long a query takes to answer (degraded) with the engine hung (SIGSTOP), stopped,
+and the official index missing.
 
     python -m bench.load --scale 100000 --clients 16 --duration 60 --out bench/work/load.json
 """
@@ -51,10 +53,21 @@ class Workload:
     ``chat`` (what a chat app sends, issue 42): each client is one conversation of one user;
     a turn is a query with the conversation's last ``CHAT_TURNS`` turns as ``context``
     (``chat``), or a ``context()`` call (``context``, a share ``context_share``), or an add
-    (dedup on, the default); the agent's reply joins the conversation after each turn."""
+    (dedup on, the default); the agent's reply joins the conversation after each turn.
+
+    ``session`` (the loop docs/sessions.md gives a chat app): each client is one session of one
+    user; a turn is a ``context()`` call with the session (``context``: what the user waits
+    for), then, after the agent's reply, an add of the user's message and the reply to the
+    session (``remember``: the window grows, its vector is prepared, every 10 turns a batch is
+    extracted)."""
 
     def __init__(
-        self, seed: int, add_share: float, kind: str = "classic", context_share: float = 0.2
+        self,
+        seed: int,
+        add_share: float,
+        kind: str = "classic",
+        context_share: float = 0.2,
+        session: str = "",
     ) -> None:
         self.rng = random.Random(seed)
         self.add_share = add_share
@@ -64,10 +77,14 @@ class Workload:
         self.events = [r["description"] for b in scale.events(500, seed + 5) for r in b]
         self.user = "u00000" if self.rng.random() < 0.1 else f"u{self.rng.randrange(1, 200):05d}"
         self.turns: list[str] = []
+        self.session = session or f"load-{seed}"
+        self.pending: list[dict[str, str]] = []  # the turn to remember after the reply
 
     def next(self) -> tuple[str, dict[str, Any]]:
         if self.kind == "chat":
             return self._chat()
+        if self.kind == "session":
+            return self._session()
         # one in ten requests for the heavy user (20k memories), the rest for light users
         user = "u00000" if self.rng.random() < 0.1 else f"u{self.rng.randrange(1, 200):05d}"
         if self.rng.random() < self.add_share:
@@ -90,6 +107,28 @@ class Workload:
             return "query", {"query": said, **scope}
         return "chat", {"query": said, "context": context, **scope}
 
+    def _session(self) -> tuple[str, dict[str, Any]]:
+        scope = {"user_id": self.user, "agent_id": AGENT, "session_id": self.session}
+        if self.pending:
+            messages, self.pending = self.pending, []
+            return "remember", {"messages": messages, **scope}
+        said = self.rng.choice(self.texts)
+        n = len(self.turns)
+        reply = latency.AGENT_REPLIES[n % len(latency.AGENT_REPLIES)].format(said[-6:])
+        self.turns.append(said)
+        self.pending = [
+            {"role": "user", "content": said},
+            {"role": "assistant", "content": reply},
+        ]
+        return "context", {"message": said, **scope}
+
+
+def workload(args: argparse.Namespace, i: int) -> Workload:
+    """Client ``i``'s workload; its session (``session``) is new to this run, so a tree never
+    continues another run's conversation."""
+    session = f"load-{os.getpid()}-{time.time_ns() // 1_000_000}-{i}"
+    return Workload(args.seed + i, args.add_share, args.workload, args.context_share, session)
+
 
 def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """The Python API call that a workload request is: (verb, text, keyword arguments)."""
@@ -98,15 +137,27 @@ def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         return "query", kw.pop("query"), {**kw, **QUERY_OPTS}
     if op == "context":
         return "context", kw.pop("message"), kw
+    if op == "remember":
+        return "add", kw.pop("messages"), kw
     return "add", kw.pop("text"), kw
 
 
-PATHS = {"query": "/query", "chat": "/query", "context": "/v1/context", "add": "/v1/memories"}
+PATHS = {
+    "query": "/query",
+    "chat": "/query",
+    "context": "/v1/context",
+    "add": "/v1/memories",
+    "remember": "/v1/memories",
+}
+# What the user waits for in each workload: the turns counted against the p99 bound.
+TURN_OPS = {"classic": ("query", "add"), "chat": ("query", "chat", "context", "add"),
+            "session": ("context",)}  # fmt: skip
 
 
 class Tally:
-    def __init__(self) -> None:
-        self.ms: dict[str, list[float]] = {"query": [], "chat": [], "context": [], "add": []}
+    def __init__(self, turn_ops: Sequence[str] = tuple(PATHS)) -> None:
+        self.turn_ops = tuple(turn_ops)
+        self.ms: dict[str, list[float]] = {op: [] for op in PATHS}
         self.errors: dict[str, int] = {}
         self.degraded = 0
         self.lock = threading.Lock()
@@ -131,6 +182,9 @@ class Tally:
             **{f"{op}_ms": percentiles(v) for op, v in self.ms.items() if v},
             **{f"{op}_count": len(v) for op, v in self.ms.items() if v},
             "all_ms": percentiles(x for v in self.ms.values() for x in v),
+            # the requests a user waits for (TURN_OPS): what the p99 bound applies to
+            "turns_per_s": round(sum(len(self.ms[op]) for op in self.turn_ops) / seconds, 1),
+            "turn_ms": percentiles(x for op in self.turn_ops for x in self.ms[op]),
         }
 
 
@@ -205,11 +259,11 @@ def run_http(
                 f"{url}/query", json={"query": "预热", "user_id": "u00001", "agent_id": AGENT}
             )
         before = rss_mb(proc.pid)
-        tally = Tally()
+        tally = Tally(TURN_OPS[args.workload])
         cpu0, eng0, load0 = tree_cpu_ms(proc.pid), latency.engine_cpu_ms(km), os.getloadavg()
 
         async def client(i: int, until: float) -> None:
-            work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
+            work = workload(args, i)
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
                 while time.monotonic() < until:
                     op, body = work.next()
@@ -224,6 +278,8 @@ def run_http(
                         err = type(exc).__name__
                     ms = (time.perf_counter() - t0) * 1000
                     tally.record(op, ms, err, err is None and "X-Kemem-Degraded" in r.headers)
+                    if args.think_ms:
+                        await asyncio.sleep(args.think_ms / 1000)
 
         async def all_clients() -> float:
             t0 = time.perf_counter()
@@ -265,10 +321,10 @@ def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             await akm.warm_up()
             await akm.query("预热", user_id="u00001", agent_id=AGENT)
             before = rss_mb(os.getpid())
-            tally = Tally()
+            tally = Tally(TURN_OPS[args.workload])
 
             async def client(i: int, until: float) -> None:
-                work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
+                work = workload(args, i)
                 while time.monotonic() < until:
                     op, body = work.next()
                     verb, text, kw = api_call(op, body)
@@ -278,6 +334,8 @@ def run_async(km: Any, args: argparse.Namespace) -> dict[str, Any]:
                     except Exception as exc:  # counted, not raised: the run goes on
                         err = type(exc).__name__
                     tally.record(op, (time.perf_counter() - t0) * 1000, err)
+                    if args.think_ms:
+                        await asyncio.sleep(args.think_ms / 1000)
 
             t0 = time.perf_counter()
             until = time.monotonic() + args.duration
@@ -298,11 +356,11 @@ def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     skm.warm_up()
     skm.query("预热", user_id="u00001", agent_id=AGENT)
     before = rss_mb(os.getpid())
-    tally = Tally()
+    tally = Tally(TURN_OPS[args.workload])
     until = time.monotonic() + args.duration
 
     def client(i: int) -> None:
-        work = Workload(args.seed + i, args.add_share, args.workload, args.context_share)
+        work = workload(args, i)
         while time.monotonic() < until:
             op, body = work.next()
             verb, text, kw = api_call(op, body)
@@ -312,6 +370,8 @@ def run_sync(km: Any, args: argparse.Namespace) -> dict[str, Any]:
             except Exception as exc:  # counted, not raised: the run goes on
                 err = type(exc).__name__
             tally.record(op, (time.perf_counter() - t0) * 1000, err)
+            if args.think_ms:
+                time.sleep(args.think_ms / 1000)
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
@@ -384,33 +444,74 @@ def parse_tree(spec: str) -> tuple[str, Path, int]:
     return label, Path(path or "."), int(workers or 1)
 
 
+def client_counts(spec: str) -> list[int]:
+    """``--clients``: one count (``16``) or several (``1,2,4,8``), each run in turn."""
+    counts = [int(c) for c in str(spec).split(",") if c.strip()]
+    if not counts or min(counts) < 1:
+        raise SystemExit(f"--clients: positive counts, comma-separated (got {spec!r})")
+    return counts
+
+
+def tree_summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tree at one client count, over its rounds (medians)."""
+
+    def med(get: Callable[[dict[str, Any]], float]) -> float:
+        return round(float(np.median([get(x) for x in rs])), 2)
+
+    return {
+        "rps_median": med(lambda x: x["rps"]),
+        "rps": [x["rps"] for x in rs],
+        "turns_per_s_median": med(lambda x: x["turns_per_s"]),
+        "turn_p50_ms_median": med(lambda x: x["turn_ms"]["p50"]),
+        "turn_p99_ms_median": med(lambda x: x["turn_ms"]["p99"]),
+        "p99_ms_median": med(lambda x: x["all_ms"]["p99"]),
+        "p50_ms_median": med(lambda x: x["all_ms"]["p50"]),
+        "server_cpu_ms_per_req_median": med(lambda x: x["server_cpu_ms_per_req"]),
+        "engine_cpu_ms_per_req_median": med(lambda x: x["engine_cpu_ms_per_req"]),
+        "errors": sum(x["errors"] for x in rs),
+    }
+
+
+def within_slo(summary: dict[str, dict[str, Any]], slo_ms: float) -> dict[str, Any]:
+    """Per tree: the most turns per second among its client counts whose turn p99 (median
+    over rounds) stayed within ``slo_ms`` with no error (0 when none did), and each tree's
+    ratio to the first tree's."""
+    best: dict[str, dict[str, Any]] = {}
+    for key, sm in summary.items():
+        label, _, clients = key.rpartition("@")
+        ok = sm["turn_p99_ms_median"] <= slo_ms and sm["errors"] == 0
+        cur = best.setdefault(label, {"turns_per_s": 0.0, "clients": None})
+        if ok and sm["turns_per_s_median"] > cur["turns_per_s"]:
+            best[label] = {
+                "turns_per_s": sm["turns_per_s_median"],
+                "clients": int(clients),
+                "turn_p99_ms": sm["turn_p99_ms_median"],
+            }
+    first = next(iter(best.values()), {}).get("turns_per_s") or 0.0
+    for b in best.values():
+        b["x_first"] = round(b["turns_per_s"] / first, 2) if first else None
+    return {"slo_ms": slo_ms, "trees": best}
+
+
 def run_trees(km: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The HTTP load on each tree's server, round-robin for ``--rounds`` rounds (the order
-    turned round each round), on the same store: before/after in one run."""
+    turned round each round and each client count), on the same store, at each client count:
+    before/after in one run. Keys ``LABEL@CLIENTS``."""
     trees = [parse_tree(t) for t in args.tree]
-    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in trees}
-    for r in range(args.rounds):
-        for label, path, workers in trees if r % 2 == 0 else trees[::-1]:
-            print(f"load: http {label} ({path}, {workers} workers) round {r}", file=sys.stderr)
-            res = run_http(km, args, path, workers)
-            runs[label].append(res)
-            print(f"  {res}", file=sys.stderr)
-    summary = {}
-    for label, rs in runs.items():
-        summary[label] = {
-            "rps_median": round(float(np.median([x["rps"] for x in rs])), 1),
-            "rps": [x["rps"] for x in rs],
-            "p99_ms_median": round(float(np.median([x["all_ms"]["p99"] for x in rs])), 1),
-            "p50_ms_median": round(float(np.median([x["all_ms"]["p50"] for x in rs])), 1),
-            "server_cpu_ms_per_req_median": round(
-                float(np.median([x["server_cpu_ms_per_req"] for x in rs])), 2
-            ),
-            "engine_cpu_ms_per_req_median": round(
-                float(np.median([x["engine_cpu_ms_per_req"] for x in rs])), 2
-            ),
-            "errors": sum(x["errors"] for x in rs),
-        }
-    return {"runs": runs, "summary": summary}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for ci, clients in enumerate(client_counts(args.clients)):
+        at = argparse.Namespace(**{**vars(args), "clients": clients})
+        for r in range(args.rounds):
+            for label, path, workers in trees if (ci + r) % 2 == 0 else trees[::-1]:
+                print(
+                    f"load: http {label} ({path}, {workers} workers, {clients} clients) round {r}",
+                    file=sys.stderr,
+                )
+                res = run_http(km, at, path, workers)
+                runs.setdefault(f"{label}@{clients}", []).append(res)
+                print(f"  {res}", file=sys.stderr)
+    summary = {key: tree_summary(rs) for key, rs in runs.items()}
+    return {"runs": runs, "summary": summary, "slo": within_slo(summary, args.slo_ms)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -420,6 +521,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "clients": args.clients,
         "duration_s": args.duration,
         "add_share": args.add_share,
+        "think_ms": args.think_ms,
         "query_options": QUERY_OPTS,
         "runs": {},
     }
@@ -432,10 +534,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["workload"] = args.workload
     if args.tree:
         result["trees"] = run_trees(km, args)
+    counts = client_counts(args.clients)
     for mode in [] if args.tree else args.modes:
-        print(f"load: {mode} ({args.clients} clients, {args.duration} s)", file=sys.stderr)
-        result["runs"][mode] = RUNNERS[mode](km, args)
-        print(f"  {result['runs'][mode]}", file=sys.stderr)
+        for clients in counts:
+            at = argparse.Namespace(**{**vars(args), "clients": clients})
+            key = mode if len(counts) == 1 else f"{mode}@{clients}"
+            print(f"load: {mode} ({clients} clients, {args.duration} s)", file=sys.stderr)
+            result["runs"][key] = RUNNERS[mode](km, at)
+            print(f"  {result['runs'][key]}", file=sys.stderr)
     if args.faults:
         result["faults"] = faults(args)
     result["stamp"] = stamp(km)
@@ -446,7 +552,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(result: dict[str, Any]) -> str:
     lines = [
-        f"## Load: {result['clients']} clients × {result['duration_s']} s, "
+        f"## Load ({result['workload']}): {result['clients']} clients × {result['duration_s']} s, "
         f"{result['add_share']:.0%} adds, {result['scale']:,} events per database",
         "",
         "| way in | req/s | query p50 / p95 / p99 ms | add p50 / p99 ms | errors | degraded "
@@ -456,16 +562,33 @@ def markdown(result: dict[str, Any]) -> str:
     if "trees" in result:
         lines += [
             "",
-            "| tree | req/s per round | median req/s | p50 / p99 ms (median) | server CPU ms/req "
-            "| engine CPU ms/req | errors |",
-            "|---|---|---|---|---|---|---|",
+            "| tree@clients | req/s per round | median req/s | turns/s | turn p50 / p99 ms "
+            "| all p50 / p99 ms | server CPU ms/req | engine CPU ms/req | errors |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for label, sm in result["trees"]["summary"].items():
             lines.append(
-                f"| {label} | {sm['rps']} | {sm['rps_median']} | {sm['p50_ms_median']} / "
-                f"{sm['p99_ms_median']} | {sm['server_cpu_ms_per_req_median']} "
+                f"| {label} | {sm['rps']} | {sm['rps_median']} | {sm['turns_per_s_median']} "
+                f"| {sm['turn_p50_ms_median']} / {sm['turn_p99_ms_median']} "
+                f"| {sm['p50_ms_median']} / {sm['p99_ms_median']} "
+                f"| {sm['server_cpu_ms_per_req_median']} "
                 f"| {sm['engine_cpu_ms_per_req_median']} | {sm['errors']} |"
             )
+        slo = result["trees"].get("slo")
+        if slo:
+            lines += [
+                "",
+                f"Turns per second with the turn p99 within {slo['slo_ms']:g} ms "
+                "(the best client count):",
+                "",
+                "| tree | turns/s | clients | turn p99 ms | × the first tree |",
+                "|---|---|---|---|---|",
+            ]
+            for label, b in slo["trees"].items():
+                lines.append(
+                    f"| {label} | {b['turns_per_s']} | {b['clients']} | {b.get('turn_p99_ms')} "
+                    f"| {b['x_first']} |"
+                )
     for mode, r in result["runs"].items():
         q, a = r.get("query_ms", {}), r.get("add_ms", {})
         lines.append(
@@ -495,7 +618,19 @@ def markdown(result: dict[str, Any]) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scale", type=int, default=100_000)
-    p.add_argument("--clients", type=int, default=16)
+    p.add_argument(
+        "--clients", default="16", help="concurrent clients; several (1,2,4,8) run in turn"
+    )
+    p.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="each client's pause after each request (a reply being written, a user typing); "
+        "0: the next request at once",
+    )
+    p.add_argument(
+        "--slo-ms", type=float, default=100.0, help="the p99 bound a turn's throughput is read at"
+    )
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--add-share", type=float, default=0.1)
     p.add_argument("--modes", nargs="+", choices=sorted(RUNNERS), default=["http", "async", "sync"])
@@ -507,9 +642,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix", default="bench-load-{n}", help="index prefix ({n}: the scale)")
     p.add_argument(
         "--workload",
-        choices=("classic", "chat"),
+        choices=("classic", "chat", "session"),
         default="classic",
-        help="classic: bare queries + adds; chat: chat turns with context, context() calls, adds",
+        help="classic: bare queries + adds; chat: chat turns with context, context() calls, "
+        "adds; session: context() with a session, then the turn added to it (docs/sessions.md)",
     )
     p.add_argument("--context-share", type=float, default=0.2, help="chat: context() calls")
     p.add_argument(

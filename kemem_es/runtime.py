@@ -190,6 +190,17 @@ def result_of(future: concurrent.futures.Future[T]) -> T:
     return future.result()
 
 
+def settle(future: concurrent.futures.Future[Any], timeout: float) -> bool:
+    """Wait up to ``timeout`` s for a worker thread's job, without taking its outcome; inside
+    an async verb, awaited (the job may need the loop for its engine calls). Whether it is
+    done."""
+    if isinstance(greenlet.getcurrent(), _Core):
+        await_here(asyncio.wait([asyncio.wrap_future(future)], timeout=timeout))
+    else:
+        concurrent.futures.wait([future], timeout=timeout)
+    return future.done()
+
+
 class lazy(Generic[T]):
     """``functools.cached_property`` that builds once even when several callers race for it:
     threads, or async verbs whose build awaits the engine halfway (a plain lock would hang

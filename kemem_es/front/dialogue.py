@@ -44,6 +44,7 @@ class Dialogue(Recall):
     @lazy
     def sessions(self) -> Sessions:
         from kemem_es.session import SessionManager, Sessions
+        from kemem_es.session.service import WindowShare
         from kemem_es.store.sessions import SessionStore
 
         s = self.settings
@@ -53,7 +54,7 @@ class Dialogue(Recall):
         )  # fmt: skip
         return Sessions(
             manager, self._recall, lambda: self.token_counter, s.session, s.index_prefix,
-            self.prepare_context,
+            self.prepare_context, WindowShare(self._export_window, self._adopt_window),
         )  # fmt: skip
 
     def _recall(

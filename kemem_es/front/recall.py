@@ -107,6 +107,18 @@ class Recall(Parts):
             raise invalid_options(exc) from None
         return self.searcher.prepare_context(params)
 
+    def _export_window(self, context: Any) -> dict[str, Any] | None:
+        """The earlier turns' window vector this process prepared, as a record another
+        process can adopt (a session writes it onto its state: search.shared_window)."""
+        self._open()
+        return self.searcher.export_window(QueryParams(user_id="-", agent_id="-", context=context))
+
+    def _adopt_window(self, context: Any, rec: Mapping[str, Any]) -> bool:
+        """Take a window vector another process prepared for these turns (see above)."""
+        self._open()
+        params = QueryParams(user_id="-", agent_id="-", context=context)
+        return self.searcher.adopt_window(params, rec)
+
     def query(
         self,
         text: str,

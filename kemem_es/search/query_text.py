@@ -6,13 +6,14 @@ are handed to it (``store.names``: kept whole, and its user's and agent's never 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.expand.expander import Expander
+from kemem_es.search import shared_window
 from kemem_es.search.clauses import SearchWord, matched_words
 from kemem_es.search.stopwatch import Stopwatch
 from kemem_es.search.turn_vectors import (
@@ -311,6 +312,25 @@ class QueryText:
         if self._cached(window) is not None:
             return False
         self._remember(window, self.embed_queries([window])[0].astype(float))
+        return True
+
+    def export_window(self, turns: Sequence[Turn]) -> dict[str, Any] | None:
+        """The earlier turns' window vector, when prepared here, as a record another process
+        can adopt (search.shared_window)."""
+        window, _ = self.earlier_window(turns)
+        vec = self._cached(window)
+        return None if vec is None else shared_window.record(window, vec, self.embedder.name)
+
+    def adopt_window(self, turns: Sequence[Turn], rec: Mapping[str, Any]) -> bool:
+        """Cache a window vector another process prepared, when it is these turns' window by
+        this model; whether it was adopted."""
+        window, _ = self.earlier_window(turns)
+        if self._cached(window) is not None:
+            return False
+        vec = shared_window.vector_of(rec, window, self.embedder.name, self.embedder.dim)
+        if vec is None:
+            return False
+        self._remember(window, vec)
         return True
 
     def _cached(self, window: str) -> np.ndarray | None:

@@ -5,7 +5,7 @@ events and entities in one round trip (bodies from ``events``/``entities``/``mod
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +98,14 @@ class Searcher(EntitySearch):
         """``QueryText.prepare_context`` for the turns ``params.context`` holds."""
         turns = context_turns(params.context, params.context_turns)
         return bool(offload(self.text.prepare_context, turns, params.context_vector))
+
+    def export_window(self, params: QueryParams) -> dict[str, Any] | None:
+        """``QueryText.export_window`` for the turns ``params.context`` holds."""
+        return self.text.export_window(context_turns(params.context, params.context_turns))
+
+    def adopt_window(self, params: QueryParams, rec: Mapping[str, Any]) -> bool:
+        """``QueryText.adopt_window`` for the turns ``params.context`` holds."""
+        return self.text.adopt_window(context_turns(params.context, params.context_turns), rec)
 
     # -- the whole pipeline ----------------------------------------------------------------
     def query(self, text: str, params: QueryParams) -> QueryResponse:

@@ -37,6 +37,8 @@ from kemem_es.prompt import (
 )
 from kemem_es.session.tokens import TokenCounter
 
+PART_NAMES = ("overview", "details", "summary", "dialogue")  # the prompt's order (_Parts.texts)
+
 
 @dataclass
 class Inputs:
@@ -111,11 +113,12 @@ def assemble(inp: Inputs, counter: TokenCounter) -> ContextResult:
     if dropped:
         notes.append(f"{dropped} memorie(s) did not fit their share and were left out whole")
     parts = _Parts(kept, summary, over_newest, ent_kept, ev_kept, last, user, agent, inp.now)
-    text = parts.text()
-    while counter.count(text) > n and parts.drop_one():  # exact count of the whole text
-        text = parts.text()
+    text, total, counts = counter.count_parts(parts.texts())
+    while total > n and parts.drop_one():  # exact count of the whole text
+        text, total, counts = counter.count_parts(parts.texts())
         notes.append("one more line left out: the exact count of the whole text was over budget")
-    return _result(inp, parts, text, counter, notes)
+    tokens = ContextTokens(**dict(zip(PART_NAMES, counts, strict=True)), total=total)
+    return _result(inp, parts, text, tokens, counter, notes)
 
 
 def _dialogue(
@@ -185,15 +188,13 @@ def _not_repeated(
 
 
 def _result(
-    inp: Inputs, parts: _Parts, text: str, counter: TokenCounter, notes: list[str]
+    inp: Inputs,
+    parts: _Parts,
+    text: str,
+    tokens: ContextTokens,
+    counter: TokenCounter,
+    notes: list[str],
 ) -> ContextResult:
-    tokens = ContextTokens(
-        dialogue=counter.count(parts.dialogue_text()),
-        summary=counter.count(parts.summary_text()),
-        overview=counter.count(parts.overview_text()),
-        details=counter.count(parts.details_text()),
-        total=counter.count(text),
-    )
     turns = [
         DialogueTurn(
             seq=t.get("seq"), role=t["role"], name=t.get("name"), content=t["content"],
@@ -283,14 +284,15 @@ class _Parts:
         ]
         return "\n".join([DIALOGUE_HEADER, *lines, self.last])
 
-    def text(self) -> str:
-        parts = (
+    def texts(self) -> tuple[str, str, str, str]:
+        """The parts' texts in the prompt's order (``PART_NAMES``), an empty one for a part
+        with nothing kept; the context is their non-empty ones, one per line."""
+        return (
             self.overview_text(),
             self.details_text(),
             self.summary_text(),
             self.dialogue_text(),
         )
-        return "\n".join(p for p in parts if p)
 
     def drop_one(self) -> bool:
         """The least important line goes: an event, the oldest overview event, an entity, the

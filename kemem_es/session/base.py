@@ -19,7 +19,7 @@ from kemem_es.session.window import Cut, SessionState
 from kemem_es.session.worker import Worker
 from kemem_es.store.batches import Batches
 from kemem_es.store.scope import Scope
-from kemem_es.store.sessions import SessionStore
+from kemem_es.store.sessions import SessionStore, Versioned
 
 STATES_KEPT = 10_000  # sessions whose last known state this process remembers (view's one read)
 
@@ -61,6 +61,8 @@ class View:
     state: SessionState
     turns: list[dict[str, Any]]
     pending: int
+    version: Versioned | None = None  # the state document as read
+    window: Mapping[str, Any] | None = None  # its prepared window vector (search.shared_window)
 
 
 def _iso(t: datetime) -> str:

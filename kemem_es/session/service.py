@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -21,7 +23,7 @@ from kemem_es.contract.params import prepared_default
 from kemem_es.contract.response import QueryResponse
 from kemem_es.errors import EngineUnavailable, InvalidInput, NotFound
 from kemem_es.memory.inputs import utf8_text
-from kemem_es.runtime import result_of
+from kemem_es.runtime import result_of, settle
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.manager import Outcome, SessionManager, View
 from kemem_es.session.tokens import TokenCounter
@@ -47,17 +49,36 @@ class Recall(Protocol):
 
 
 CONTEXT_TURNS = 20  # the window's newest turns a context's recall takes as its ``context``
+# How long a context waits for its session's window vector being computed right then (a
+# message sent right after the last add): the job takes a window read and one model run; past
+# this the context embeds the window itself, as it does when nothing was prepared.
+PREPARE_WAIT_S = 2.0
 
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000, 1)
 
 
+@dataclass(frozen=True)
+class WindowShare:
+    """A prepared window vector out of this process (``export``: a record of the window
+    these turns make, when prepared here) and into it (``adopt``: cache a record another
+    process wrote; whether it was these turns' window). See search.shared_window."""
+
+    export: Callable[[Sequence[Mapping[str, str]]], dict[str, Any] | None]
+    adopt: Callable[[Sequence[Mapping[str, str]], Mapping[str, Any]], bool]
+
+
 class Sessions:
     """``prepare``: ``Kemem.prepare_context`` — after each add the window's vector is computed
     off the request path (a thread of its own), so the next ``context()`` embeds only the user's
     message (its recall uses the window vector ``prepare_context`` prepares,
-    ``contract.params.prepared_default``, unless told otherwise)."""
+    ``contract.params.prepared_default``, unless told otherwise). A context that comes while
+    its session's job is still queued takes the job over (cancels it and embeds the window in
+    its own model call); one that comes while the job runs waits for it — the window is
+    embedded once either way. ``share``: the prepared vector is also written onto the
+    session's state, and a context in a process that did not prepare it (another worker or
+    server) adopts it from the state it reads anyway."""
 
     def __init__(
         self,
@@ -67,6 +88,7 @@ class Sessions:
         settings: SessionSettings,
         prefix: str,
         prepare: Callable[[Sequence[Mapping[str, str]]], bool] | None = None,
+        share: WindowShare | None = None,
     ) -> None:
         self.manager = manager
         self.store = manager.store
@@ -75,8 +97,10 @@ class Sessions:
         self.settings = settings
         self.prefix = prefix
         self.prepare = prepare
+        self.share = share
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kemem-context")
         self._preparing: set[tuple[Scope, str]] = set()
+        self._jobs: dict[tuple[Scope, str], Future[None]] = {}  # the newest job per session
         self._guard = threading.Lock()
 
     # -- writes -------------------------------------------------------------------------------
@@ -114,13 +138,41 @@ class Sessions:
             try:
                 with self._guard:
                     self._preparing.discard(key)  # an add from now on queues its own
-                turns = self.manager.view(scope, sid).turns[-CONTEXT_TURNS:]
+                view = self.manager.view(scope, sid)
+                turns = _context_of(view.turns)
                 if turns and self.prepare is not None:
-                    self.prepare([{"role": t["role"], "content": t["content"]} for t in turns])
+                    self.prepare(turns)
+                    rec = self.share.export(turns) if self.share is not None else None
+                    if rec is not None and view.version is not None:
+                        self.store.put_window(scope, sid, rec, view.version)
             except Exception as exc:  # only a speed-up: the context embeds the window itself
                 log.debug("preparing a session window failed: %s", type(exc).__name__)
 
-        self._pool.submit(job)
+        def forget(done: Future[None]) -> None:
+            with self._guard:
+                if self._jobs.get(key) is done:
+                    del self._jobs[key]
+
+        with self._guard:
+            future = self._pool.submit(job)
+            self._jobs[key] = future
+        future.add_done_callback(forget)
+
+    def _await_window(self, scope: Scope, sid: str) -> None:
+        """Before a context's recall: its session's window job, if one is pending, is taken
+        over while still queued (the recall embeds the window in its own model call, as the
+        job would have) or waited for while it runs (at most ``PREPARE_WAIT_S``)."""
+        key = (scope, sid)
+        with self._guard:
+            future = self._jobs.get(key)
+        if future is None or future.done():
+            return
+        # (outside the guard: a cancelled future's callback, ``forget``, takes it)
+        if future.cancel():  # not started: the recall does its work, once
+            with self._guard:
+                self._preparing.discard(key)
+            return
+        settle(future, PREPARE_WAIT_S)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -178,6 +230,13 @@ class Sessions:
         agent_name = agent_name or (state.agent_name if state else None)
         turns = view.turns if view else []
         t0 = time.perf_counter()
+        if sid and turns:
+            self._await_window(scope, sid)
+            if self.share is not None and view and view.window and "context" not in options:
+                with contextlib.suppress(Exception):  # only a speed-up, as preparing is
+                    self.share.adopt(_context_of(turns), view.window)
+            timings["window"] = _ms(t0)
+            t0 = time.perf_counter()
         recall = self._recall(scope, message, turns, overview, user_name, agent_name, now, options)
         timings["recall"] = _ms(t0)
         if recall.additional_info.degraded and not degraded:
@@ -221,7 +280,7 @@ class Sessions:
         now: datetime,
         options: dict[str, Any],
     ) -> QueryResponse:
-        context = [{"role": t["role"], "content": t["content"]} for t in turns[-CONTEXT_TURNS:]]
+        context = _context_of(turns)
         opts: dict[str, Any] = {"now": now, **options}
         if context and "context" not in opts:
             opts["context"] = context
@@ -286,6 +345,11 @@ class Sessions:
 
     def delete_scope(self, scope: Scope, forget: bool = False) -> int:
         return self.store.delete(scope, None, forget)
+
+
+def _context_of(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The window's newest turns as a context's recall takes them (and its window job)."""
+    return [{"role": t["role"], "content": t["content"]} for t in turns[-CONTEXT_TURNS:]]
 
 
 def _appended(done: Outcome) -> Appended:

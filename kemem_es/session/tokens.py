@@ -11,6 +11,8 @@ token (the same rule for Chinese; generous for latin text).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +25,26 @@ class TokenCounter(Protocol):
 
     def count(self, text: str) -> int: ...
 
+    def count_parts(self, parts: Sequence[str]) -> tuple[str, int, list[int]]:
+        """The parts joined by line breaks (empty ones left out), its tokens, and each
+        part's tokens (0 for an empty one), from one tokenisation of the whole text."""
+        ...
+
+
+def _joined(parts: Sequence[str]) -> tuple[str, list[tuple[int, int] | None]]:
+    """``"\n".join`` of the non-empty parts, and each part's character span in it."""
+    spans: list[tuple[int, int] | None] = []
+    at = 0
+    for p in parts:
+        if not p:
+            spans.append(None)
+            continue
+        if at:
+            at += 1  # the line break before it
+        spans.append((at, at + len(p)))
+        at += len(p)
+    return "\n".join(p for p in parts if p), spans
+
 
 class CharCounter:
     """One token per character (no tokenizer file available)."""
@@ -31,6 +53,10 @@ class CharCounter:
 
     def count(self, text: str) -> int:
         return len(text)
+
+    def count_parts(self, parts: Sequence[str]) -> tuple[str, int, list[int]]:
+        text, _ = _joined(parts)
+        return text, len(text), [len(p) for p in parts]
 
 
 COUNTS_KEPT = 8192  # line counts a counter remembers
@@ -65,6 +91,23 @@ class FileCounter:
         if not text:
             return 0
         return self._cached(text) if len(text) <= CACHED_MAX_CHARS else self._encode(text)
+
+    def count_parts(self, parts: Sequence[str]) -> tuple[str, int, list[int]]:
+        """A context's parts counted in its one tokenisation (instead of one per part and
+        one for the whole): a token belongs to the part its first character is in, so the
+        parts' counts are those of separate tokenisations wherever a line break separates
+        tokens (it does for the default BERT-style vocabulary; a BPE vocabulary that merges
+        across a line break gives the token to one part, and counts the whole exactly)."""
+        text, spans = _joined(parts)
+        if not text:
+            return text, 0, [0] * len(parts)
+        offsets = self._tok.encode(text, add_special_tokens=False).offsets
+        starts = sorted(start for start, _ in offsets)
+        counts = [
+            0 if span is None else bisect_left(starts, span[1]) - bisect_left(starts, span[0])
+            for span in spans
+        ]
+        return text, len(offsets), counts
 
 
 @lru_cache(maxsize=8)

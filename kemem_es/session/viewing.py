@@ -10,6 +10,7 @@ from kemem_es.session.base import ManagerBase, View
 from kemem_es.session.window import SessionState, dialogue_from
 from kemem_es.store.scope import Scope
 from kemem_es.store.sessions import (
+    WINDOW_FIELD,
     Versioned,
     batch_key,
     checked_session,
@@ -36,7 +37,8 @@ class Viewing(ManagerBase):
             state = SessionState.of(first.source if first else None)
             if first is not None and _same_keys(state, known):
                 self._remember(scope, sid, state)
-                return self._view_of(state, docs)
+                return self._view_of(state, docs, first)
+            version = first
         else:
             version = self.store.state(scope, sid)
             state = SessionState.of(version.source if version else None)
@@ -44,9 +46,11 @@ class Viewing(ManagerBase):
             self._remember(scope, sid, state)
         else:
             self._known.pop((scope, sid), None)
-        return self._view_of(state, self.store.get_docs(scope, _view_keys(sid, state)))
+        return self._view_of(state, self.store.get_docs(scope, _view_keys(sid, state)), version)
 
-    def _view_of(self, state: SessionState, docs: Sequence[Versioned | None]) -> View:
+    def _view_of(
+        self, state: SessionState, docs: Sequence[Versioned | None], version: Versioned | None
+    ) -> View:
         n_open = len(state.open_batches)
         undone = [
             f
@@ -55,7 +59,8 @@ class Viewing(ManagerBase):
         ]
         first = max(dialogue_from(state, undone), state.next_seq - MAX_DIALOGUE)
         turns = [d.source for d in docs[n_open:] if d is not None and int(d.source["seq"]) >= first]
-        return View(state, turns, len(undone))
+        window = version.source.get(WINDOW_FIELD) if version is not None else None
+        return View(state, turns, len(undone), version, window)
 
     # -- the running summary -----------------------------------------------------------------
     def _maybe_summarize(self, scope: Scope, sid: str) -> None:

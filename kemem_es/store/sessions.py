@@ -32,7 +32,11 @@ _SEP = "\x1f"
 LIST_MAX = 10_000  # messages one listing returns at most (the engine's default window)
 # Fields added to the sessions template after its version 1 shipped: an index without them is
 # given them in place at install (a state document written before simply lacks them).
-ADDED = {"window_open": {"type": "boolean"}}
+# The prepared window vector (search.shared_window) lives on the state: a newer add replaces
+# the state and so drops it; deleting the session deletes it.
+WINDOW_FIELD = "window_vector"
+DELETE_ROUNDS = 5  # delete-by-query rounds until nothing of the sessions is left
+ADDED = {"window_open": {"type": "boolean"}, WINDOW_FIELD: {"type": "object", "enabled": False}}
 
 
 def sessions_alias(prefix: str) -> str:
@@ -192,6 +196,28 @@ class SessionStore:
         ConcurrentChange when another writer changed it meanwhile."""
         self.write(scope, session_id, [], [], fields, version)
 
+    def put_window(
+        self, scope: Scope, session_id: str, rec: Mapping[str, Any], version: Versioned
+    ) -> bool:
+        """The session's prepared window vector onto its state as read at ``version``;
+        False when the state changed or went since (a newer add, the session deleted): the
+        vector was for a window that is no more."""
+        self.install()
+        meta = {
+            "_index": self.alias,
+            "_id": scope.doc_id(state_key(session_id)),
+            "routing": scope.routing,
+            "if_seq_no": version.seq_no,
+            "if_primary_term": version.primary_term,
+        }
+        with activity("writing a session"):
+            resp = self.engine.bulk([{"update": meta}, {"doc": {WINDOW_FIELD: dict(rec)}}])
+        status = int(resp["items"][0]["update"].get("status", 0))
+        if status in (404, 409):
+            return False
+        check_bulk(resp, "writing a session")
+        return True
+
     def write(
         self,
         scope: Scope,
@@ -284,7 +310,7 @@ class SessionStore:
             "size": limit,
             "query": {"bool": {"filter": [*scope.filters(), {"term": {"doc_type": "state"}}]}},
             "sort": [{"last_at": {"order": "desc", "missing": "_last"}}],
-            "_source": {"excludes": ["last_context"]},
+            "_source": {"excludes": ["last_context", WINDOW_FIELD]},
         }
         hits = self._search(scope, body, "listing sessions")["hits"]["hits"]
         return [h["_source"] for h in hits if scope.owns(h["_source"])]
@@ -317,7 +343,7 @@ class SessionStore:
                 }
             },
             "sort": [{"last_at": "asc"}, {"uid": "asc"}],
-            "_source": {"excludes": ["last_context", "summary"]},
+            "_source": {"excludes": ["last_context", "summary", WINDOW_FIELD]},
         }
         if after:
             body["search_after"] = after
@@ -360,8 +386,18 @@ class SessionStore:
         if session_id is not None:
             filters.append({"term": {"session_id": session_id}})
         counts = self._message_counts(scope, filters)
-        with activity("deleting sessions"):
-            self.engine.delete_by_query(self.alias, {"query": {"bool": {"filter": filters}}})
+        for _ in range(DELETE_ROUNDS):
+            with activity("deleting sessions"):
+                self.engine.delete_by_query(self.alias, {"query": {"bool": {"filter": filters}}})
+            # the engine skips a document changed while it deletes ("conflicts": "proceed"):
+            # a state given its window vector, a batch taken by a worker — so again, until
+            # none is left
+            if not self._left(scope, filters):
+                break
+        else:
+            raise ConcurrentChange(
+                "sessions kept changing while being deleted: deleting them again removes the rest"
+            )
         event: Action = "FORGET" if forget else "DELETE"
         entries = []
         for sid, n in counts.items():
@@ -372,6 +408,10 @@ class SessionStore:
             with activity("recording history"):
                 check_bulk(history.write(self.engine, entries), "recording history")
         return sum(counts.values())
+
+    def _left(self, scope: Scope, filters: list[dict[str, Any]]) -> int:
+        body = {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": filters}}}
+        return int(self._search(scope, body, "deleting sessions")["hits"]["total"]["value"])
 
     def _message_counts(self, scope: Scope, filters: list[dict[str, Any]]) -> dict[str, int]:
         body = {

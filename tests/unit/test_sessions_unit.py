@@ -171,6 +171,33 @@ def test_context_fits_the_budget_and_keeps_the_last_turn(budget: int) -> None:
         assert text in ctx.text
 
 
+MINILM = MODEL.parent / "all-minilm-l6-v2-onnx"
+
+
+@pytest.mark.parametrize("model", [MODEL, MINILM], ids=["m3e", "minilm"])
+def test_the_parts_counted_in_one_tokenisation_are_their_own_counts(model: Path) -> None:
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip(f"no tokenizer at {model}")
+    counter = token_counter(None, model)
+    lines = [r["content"] for r in rows("dialogue_30.jsonl")]
+    parts = [
+        "\n".join(["前情提要：", *MEMS[:3]]),
+        "\n".join([*MEMS[3:], "Mumu went hiking on 2025-05-30, 3km."]),
+        "",
+        "\n".join(["当前对话：", *(f"木木：{x}" for x in lines[:9])]),
+    ]
+    text, total, counts = counter.count_parts(parts)
+    assert text == "\n".join(p for p in parts if p)
+    assert total == counter.count(text)
+    assert counts == [counter.count(p) for p in parts]  # as if each were tokenised alone
+    for budget in (80, 640, 5000):
+        ctx = assemble(_inputs(budget, MEMS), counter)
+        t = ctx.tokens
+        assert t.total == counter.count(ctx.text) <= budget
+        assert t.overview + t.details + t.summary + t.dialogue == t.total
+    assert CharCounter().count_parts(["ab", "", "c"]) == ("ab\nc", 4, [2, 0, 1])
+
+
 def test_a_budget_below_the_last_turn_is_refused() -> None:
     with pytest.raises(InvalidInput) as err:
         assemble(_inputs(5, MEMS), CharCounter())
