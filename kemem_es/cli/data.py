@@ -178,13 +178,21 @@ def calibration_line(cal: dict[str, Any] | None) -> str:
     """One line on the model's vector scale (embed.calibrate) for init, calibrate, status."""
     if not cal:
         return "embedding: a caller's own embedder, reference scale (no calibration stored)"
-    p = cal["params"]
+    from kemem_es.embed.calibrate import stored_params
+
+    p = stored_params(cal)
+
+    def words(key: str) -> str:  # the vector does not nominate candidates (vector_candidates)
+        return ", words first" if p.get(key) is False else ""
+
     return (
         f"embedding: {cal['model']} ({cal['dims']} d), calibration v{cal['corpus']}: "
         f"cosine scale zh {p['vec_floor']:.3f}–{p['vec_ceil']:.3f} "
-        f"(kw/vec {p['weights']['kw']:.2f}/{p['weights']['vec']:.2f}), "
+        f"(kw/vec {p['weights']['kw']:.2f}/{p['weights']['vec']:.2f}"
+        f"{words('vector_candidates')}), "
         f"latin {p['latin_vec_floor']:.3f}–{p['latin_vec_ceil']:.3f} "
-        f"(kw/vec {p['latin_weights']['kw']:.2f}/{p['latin_weights']['vec']:.2f}), "
+        f"(kw/vec {p['latin_weights']['kw']:.2f}/{p['latin_weights']['vec']:.2f}"
+        f"{words('latin_vector_candidates')}), "
         f"entities {p['entity_vec_floor']:.3f}–{p['entity_vec_ceil']:.3f}"
     )
 

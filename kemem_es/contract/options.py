@@ -82,6 +82,8 @@ class SearchOptions(TypedDict, total=False):
     kw_window: int
     rrf_k: int
     two_stage_window: int
+    vector_candidates: bool
+    latin_vector_candidates: bool
 
 
 class QueryOptions(SearchOptions, total=False):

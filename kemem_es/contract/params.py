@@ -334,6 +334,19 @@ class QueryParams(BaseModel):
     kw_window: int = Field(50, ge=1, le=1000, description="best keyword candidates added to them")
     rrf_k: int = Field(60, ge=1)
     two_stage_window: int = Field(20, ge=1, le=1000)
+    # Who nominates fusion's candidates. A model that tells a script's meanings apart well (its
+    # calibration's AUC, embed.calibrate) lets a memory no search word matches rank by its
+    # vector alone; one that does so poorly (m3e on English) only rescores what the words
+    # find: those memories come first, and the vector's own picks fill the limit after them.
+    # The calibration sets both per model (bench/results/2026-11-29-en).
+    vector_candidates: bool = Field(
+        True,
+        description="fusion: a memory no search word matches ranks by its vector among the "
+        "others (False: after every memory a word matches, filling the limit)",
+    )
+    latin_vector_candidates: bool = Field(
+        False, description="vector_candidates for a query in latin script (English)"
+    )
 
     @field_validator("context", mode="before")
     @classmethod

@@ -18,7 +18,10 @@ any model, and m3e gets back the numbers it was tuned with.
 A language the model separates poorly (AUC of paraphrase over unrelated below ``STRONG_AUC``:
 m3e on English 0.89, MiniLM on Chinese 0.83) takes the keyword-leaning profile m3e's English
 was tuned with (``latin_weights`` and that scale); a language it separates well (m3e Chinese,
-MiniLM English: 0.998) takes the default weights and the Chinese scale's position.
+MiniLM English: 0.998) takes the default weights and the Chinese scale's position. In a
+poorly separated language the vector also stops nominating candidates of its own (``candidates``):
+fusion ranks the memories a search word matches first, and the vector's other picks fill the
+limit after them.
 """
 
 from __future__ import annotations
@@ -158,7 +161,20 @@ def calibration(stats: dict[str, dict[str, float]], model: str, dim: int) -> dic
             "entity_vec_floor": ent_floor,
             "entity_vec_ceil": max(ent_ceil, _clip(ent_floor + 0.05)),
             "anchor_floor": anchor,
+            **candidates(stats),
         },
+    }
+
+
+def candidates(stats: dict[str, dict[str, float]]) -> dict[str, bool]:
+    """Whether a memory no search word matches may rank by its vector alone, per script: only
+    where the model tells a paraphrase from unrelated text well (``STRONG_AUC``). Where it does
+    not, its nearest neighbours are mostly noise (m3e on English: the meant memory is the
+    nearest of the corpus's 40 in 60 % of its lines, against 97.5 % for Chinese), so they
+    only fill the limit after the memories the words find (``QueryParams.vector_candidates``)."""
+    return {
+        "vector_candidates": stats["zh"]["auc"] >= STRONG_AUC,
+        "latin_vector_candidates": stats["en"]["auc"] >= STRONG_AUC,
     }
 
 
@@ -187,6 +203,21 @@ def reference() -> dict[str, Any]:
     return calibration(REFERENCE, REFERENCE_MODEL, 512)
 
 
+def stored_params(cal: dict[str, Any]) -> dict[str, Any]:
+    """A stored calibration's query defaults. One stored before a default existed gets it
+    from its own measured stats (the rule that ``calibration`` applies now), so an index
+    calibrated by an older kemem-es keeps working without being measured again."""
+    params = dict(cal.get("params", {}))
+    stats = cal.get("stats")
+    if isinstance(stats, dict) and all(
+        isinstance(stats.get(lang), dict) and isinstance(stats[lang].get("auc"), int | float)
+        for lang in ("zh", "en")
+    ):
+        for key, value in candidates(stats).items():
+            params.setdefault(key, value)
+    return params
+
+
 def apply(params: QueryParams, cal: dict[str, Any] | None) -> QueryParams:
     """``params`` with the calibration's defaults for every knob the caller did not set; the
     caller's own choices (``model_fields_set``) stay theirs, and stay marked as chosen only
@@ -195,11 +226,13 @@ def apply(params: QueryParams, cal: dict[str, Any] | None) -> QueryParams:
         return params
     chosen = set(params.model_fields_set)
     update: dict[str, Any] = {}
-    for key, value in cal.get("params", {}).items():
+    for key, value in stored_params(cal).items():
         if key in chosen or key not in QueryParams.model_fields:
             continue
         if key in ("weights", "latin_weights"):
             value = Weights(**value)
+        elif isinstance(value, bool):
+            pass
         elif not isinstance(value, int | float) or not math.isfinite(value):
             continue
         if getattr(params, key) != value:

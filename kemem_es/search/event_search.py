@@ -91,9 +91,14 @@ class EventSearch(ScopeSizes):
         mode = params.mode
         offset = ev.vec_offset(params, mode_weights(params))
         ranked: list[tuple[Database, dict[str, Any], float]] = []
+        # fusion, words first (modes.words_first): a database's second body is the fill
+        fill: list[tuple[Database, dict[str, Any], float]] = []
         lists: list[list[tuple[Database, dict[str, Any]]]] = []
         missing: list[str] = []
+        seen: set[Database] = set()
         for db, resp in zip(dbs, responses, strict=True):
+            filling = mode == "fusion" and db in seen
+            seen.add(db)
             if "error" in resp:
                 if "index_not_found" not in str(resp["error"]):
                     raise_engine_error(resp)
@@ -107,19 +112,22 @@ class EventSearch(ScopeSizes):
             elif mode == "bm25" and ev.native(self.engine.dialect):  # raw BM25 from the engine
                 ranked += [(db, h, ev.saturated(float(h["_score"]), params.bm25_k)) for h in hits]
             else:
-                ranked += [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
+                found = [(db, h, ev.calibrated(float(h["_score"]), offset)) for h in hits]
+                (fill if filling else ranked).extend(found)
         if mode == "rrf":  # its score is by rank (fusion.rrf_merge); the threshold holds too
             ranked = [r for r in rrf_merge(lists, params.rrf_k) if r[2] >= params.score_threshold]
+            fed = anchor.feedback(params, ranked)
         else:
-            # By the engine's raw score (one offset for every database): the calibrated score is
-            # clamped to [0, 1], and two databases' hits that both clamp at 1 keep their order.
-            ranked.sort(key=lambda r: -float(r[1]["_score"]))
-            # Rescored scores (approximate path, two-stage) exist only after the engine's
-            # min_score has run, so the threshold is applied to what came back.
-            ranked = [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
+            ranked, fill = _kept(params, ranked), _kept(params, fill)
+            # the memories a word matches first (anchor feedback among them), then the fill:
+            # those no word matches, by their score
+            have = {_key(r[1]) for r in ranked}
+            fed = anchor.feedback(params, ranked) if ranked else []
+            rest = [r for r in fill if _key(r[1]) not in have]
+            fed += anchor.feedback(params, rest) if not fed else [(*r, 0.0) for r in rest]
         out = []
         nat = ev.native(self.engine.dialect)
-        for db, hit, score, gain in anchor.feedback(params, ranked)[: params.limit]:
+        for db, hit, score, gain in fed[: params.limit]:
             signals = None
             if params.explain and mode != "rrf" and "_explanation" in hit:
                 lo, span = ev.vec_scale(params)
@@ -152,3 +160,18 @@ class EventSearch(ScopeSizes):
                 signals = signals.model_copy(update={**update, "anchor": round(gain, 4)})
             out.append((db, hit, score, signals))
         return out, sorted(set(missing))
+
+
+def _key(hit: dict[str, Any]) -> str:
+    return f"{hit.get('_index')}/{hit['_id']}"
+
+
+def _kept(
+    params: QueryParams, ranked: list[tuple[Database, dict[str, Any], float]]
+) -> list[tuple[Database, dict[str, Any], float]]:
+    """Best first and over the threshold. By the engine's raw score (one offset for every
+    database): the calibrated score is clamped to [0, 1], and two databases' hits that both
+    clamp at 1 keep their order. Rescored scores (approximate path, two-stage) exist only after
+    the engine's min_score has run, so the threshold is applied to what came back."""
+    ranked = sorted(ranked, key=lambda r: -float(r[1]["_score"]))
+    return [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]

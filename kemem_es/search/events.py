@@ -196,7 +196,7 @@ def event_body(
         }
     else:
         query = candidate_query(db, params, [*scored, *proximity], require_keyword)
-        scopes = exact_scopes(dialect, db, params, clauses if require_keyword else None)
+        scopes = exact_scopes(dialect, db, params, scored if require_keyword else None)
         body["query"] = fused(dialect, params, vector, now, weights, query, coverage, parts, scopes)
         if min_score is not None and min_score > 0:
             body["min_score"] = min_score + vec_offset(params, weights)

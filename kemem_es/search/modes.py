@@ -43,6 +43,22 @@ def mode_weights(params: QueryParams) -> dict[str, float]:
     return params.weights.model_dump()
 
 
+def words_first(params: QueryParams, has_words: bool) -> bool:
+    """Fusion whose words nominate the candidates (``vector_candidates`` off: a model that
+    tells this script's meanings apart poorly, by its calibration): one body for the memories
+    a word matches, and one whose hits not among them fill the limit after them
+    (``event_search.rank_events``). A query without a word has only the vector to go by."""
+    return params.mode == "fusion" and not params.vector_candidates and has_words
+
+
+def vector_only_reach(params: QueryParams) -> float:
+    """The best calibrated score a memory that no search word matches can reach: its vector
+    term at cosine 1, the time and strength terms at their most."""
+    w = params.weights
+    lo, hi = params.vec_floor, params.vec_ceil
+    return w.vec * (1.0 - lo) / (hi - lo) + w.time + w.strength
+
+
 def mode_bodies(
     args: BodyArgs,
     parts: Sequence[Sequence[float]] = (),
@@ -59,16 +75,25 @@ def mode_bodies(
     threshold = params.score_threshold
     size = anchor.request_size(params, db)
     if params.mode == "fusion":
-        body = ev.event_body(
-            *args,
-            size=size,
-            min_score=threshold,
-            parts=parts,
-            ann_filtered=ann_filtered,
-            proximity=proximity,
-            earlier=earlier,
-        )
-        return [body | anchor.code_fields(params, db)]
+        # words first: the memories a word matches, then (a second body, only when a memory
+        # no word matches could clear the threshold) the vector's picks filling the limit
+        requires = [False]
+        if words_first(params, bool(args.clauses or earlier)):
+            requires = [True, False] if threshold <= vector_only_reach(params) else [True]
+        return [
+            ev.event_body(
+                *args,
+                size=size,
+                min_score=threshold,
+                parts=parts,
+                ann_filtered=ann_filtered,
+                proximity=proximity,
+                earlier=earlier,
+                require_keyword=require,
+            )
+            | anchor.code_fields(params, db)
+            for require in requires
+        ]
     if params.mode == "bm25":
         kw_only = {"kw": 1.0}
         return [

@@ -24,8 +24,9 @@ ENTITY_CALIBRATION = frozenset({"entity_weights", "entity_vec_floor", "entity_ve
 
 def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParams, str]:
     """The parameters a query runs with, and its profile: ``latin`` (``latin_weights`` on
-    the ``latin_vec_*`` scale) when the utterance and the turns used are mostly latin script
-    and the caller chose none of the weights or the event cosine scale; else ``default``.
+    the ``latin_vec_*`` scale, and ``latin_vector_candidates`` unless the caller chose
+    ``vector_candidates``) when the utterance and the turns used are mostly latin script and
+    the caller chose none of the weights or the event cosine scale; else ``default``.
     A latin-script query's entities take ``latin_entity_weights`` unless the caller set the
     entity weights or the entity cosine scale, and its events ``latin_proximity_share`` and
     ``latin_anchor_weight`` and ``latin_contiguity_weight`` unless the caller set
@@ -49,5 +50,7 @@ def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParam
             vec_floor=params.latin_vec_floor,
             vec_ceil=params.latin_vec_ceil,
         )
+        if "vector_candidates" not in chosen:  # part of the profile: the vector is as weak
+            update["vector_candidates"] = params.latin_vector_candidates
         profile = "latin"
     return (params.model_copy(update=update) if update else params), profile

@@ -145,3 +145,34 @@ def _measure(km: Any, records: list[dict[str, Any]], queries: list[dict[str, Any
     km.index_records(records, "events")
     km.engine.client.indices.refresh(index=f"{km.settings.index_prefix}-*")
     return {mode: _recall_at_5(km, queries, mode=mode) for mode in ("vector", "fusion")}
+
+
+def test_m3e_english_words_come_first_and_the_vector_fills_the_limit(kemem: Any) -> None:
+    """m3e separates English poorly (its calibration): an English dialogue's memories that a
+    word matches come first, those no word matches only fill the limit after them; the
+    explained keyword signal says which is which (bench/results/2026-11-29-en)."""
+    from bench.dialogue_eval import ask, load_queries
+
+    (q,) = [q for q in load_queries(corpus="en") if q["qid"] == "e-u_liam-atlas-002"]
+    with open(EN_EVENTS, encoding="utf-8") as f:
+        records = [r for r in map(json.loads, f) if r["user_id"] == q["user_id"]]
+    kemem.init()
+    assert kemem.searcher.calibration()["params"]["latin_vector_candidates"] is False
+    kemem.index_records(records, "events")
+    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
+    n = len(records)
+    got = ask(kemem, q, limit=n, explain=True)
+    kws = [e.signals.kw for e in got.memory_events]
+    assert len(kws) == n and got.additional_info.profile == "latin"
+    matched = sum(kw > 0 for kw in kws)
+    assert 0 < matched < n and all(kw > 0 for kw in kws[:matched])
+    # the vector nominating as well: the same memories, m3e's vector lifting word-less ones
+    # among those the words find
+    mixed = ask(kemem, q, limit=n, explain=True, vector_candidates=True)
+    assert {e.index for e in mixed.memory_events} == {e.index for e in got.memory_events}
+    assert not all(e.signals.kw > 0 for e in mixed.memory_events[:matched])
+    # at the default threshold no word-less memory could pass: the same answer either way
+    default = {"limit": 5, "score_threshold": 0.5}
+    assert [e.index for e in ask(kemem, q, **default).memory_events] == [
+        e.index for e in ask(kemem, q, **default, vector_candidates=True).memory_events
+    ]
