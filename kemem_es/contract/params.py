@@ -334,6 +334,31 @@ class QueryParams(BaseModel):
     kw_window: int = Field(50, ge=1, le=1000, description="best keyword candidates added to them")
     rrf_k: int = Field(60, ge=1)
     two_stage_window: int = Field(20, ge=1, le=1000)
+    # Topic shift (search.topic_shift): the earlier turns often name one memory and the last
+    # turn moves on to another of the same thread; their words then lift the one the
+    # conversation already holds. A returned memory whose cosine to the utterance's own vector
+    # sits more than this (calibrated vector units) below the best returned memory's loses the
+    # earlier turns' keyword coverage; a vague last turn is close to no memory, so its earlier
+    # turns' words keep counting. 0: off. Measured: bench/results/2026-11-29-shift.
+    context_words_gate: float = Field(
+        0.0,
+        ge=0,
+        le=5,
+        description="earlier turns' words count only for a memory whose calibrated cosine to "
+        "the utterance is within this of the best hit's (0: off)",
+    )
+    # ... and only for a last turn that tells its own episode: one with at least this many
+    # search words of its own (TF-IDF base words, at most top_k). A short or vague last turn
+    # ("对啊，跟那次一样", "做饭呢") leaves the topic to the earlier turns, whose words keep
+    # counting (the share of the dialogue's characters did not tell them apart: a one-turn
+    # context makes any utterance a large share).
+    context_words_gate_words: int = Field(
+        8,
+        ge=0,
+        le=50,
+        description="the gate applies to an utterance with at least this many search words "
+        "of its own",
+    )
 
     @field_validator("context", mode="before")
     @classmethod

@@ -78,7 +78,10 @@ def request_size(params: QueryParams, db: Database) -> int | None:
 def code_fields(params: QueryParams, db: Database) -> dict[str, Any]:
     """What ``db``'s event search body adds so that hits carry their vector codes and times."""
     fields: list[str | dict[str, str]] = []
-    if active(params) and _by_meaning(params):
+    # the topic-shift gate (search.topic_shift) reads the codes too
+    if (active(params) and _by_meaning(params)) or (
+        params.mode == "fusion" and params.context_words_gate > 0
+    ):
         fields.append(VECTOR_CODE_FIELD)
     if active(params) and _timed(params, db):
         fields.append({"field": TIME_FIELD, "format": "epoch_millis"})
