@@ -359,6 +359,11 @@ class QueryParams(BaseModel):
         description="the gate applies to an utterance with at least this many search words "
         "of its own",
     )
+    # Off for latin script, as anchor feedback is: m3e's cosines between English texts all sit
+    # near the top of its scale, so "far from the utterance" means little there.
+    latin_context_words_gate: float = Field(
+        0.0, ge=0, le=5, description="context_words_gate for a query in latin script (English)"
+    )
 
     @field_validator("context", mode="before")
     @classmethod

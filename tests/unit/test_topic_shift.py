@@ -130,3 +130,18 @@ def test_gate_changes_nothing_without_what_it_needs() -> None:
     # a hit without a code is never cut (it cannot be placed); b is the best coded one
     assert [h["_id"] for _, h, _ in topic_shift.gated(p, uncoded, u, W_KW, 1.0)] == ["a", "b"]
     assert topic_shift.gated(p, ranked[:1], u, W_KW, 1.0) == ranked[:1]
+
+
+def test_latin_script_turns_it_off_unless_chosen() -> None:
+    from kemem_es.search.profile import script_params
+
+    texts = ["we went hiking last spring and it rained the whole way", "oh really"]
+    on = params().model_copy(update={"context_words_gate": 0.2})
+    # a default of 0.2 (as calibrate.apply leaves it), not the caller's choice
+    object.__setattr__(on, "__pydantic_fields_set__", set(params().model_fields_set))
+    latin, profile = script_params(on, texts)
+    assert profile == "latin" and latin.context_words_gate == 0.0
+    chosen, _ = script_params(params(context_words_gate=0.2), texts)
+    assert chosen.context_words_gate == 0.2
+    zh, _ = script_params(on, ["专业课也有翻车的 我们拿竹条拼的那个"])
+    assert zh.context_words_gate == 0.2
