@@ -42,10 +42,11 @@ def hit(doc: str, raw: float, vec: np.ndarray | None, matched: list[str]) -> dic
     return h
 
 
-def test_off_by_default_and_only_for_fusion() -> None:
-    assert params().context_words_gate == 0.0
-    assert not topic_shift.active(params())
-    assert topic_shift.active(params(context_words_gate=0.2))
+def test_on_by_default_and_only_for_fusion() -> None:
+    assert params().context_words_gate == pytest.approx(0.2)
+    assert params().context_words_gate_words == 8
+    assert topic_shift.active(params())
+    assert not topic_shift.active(params(context_words_gate=0))
     assert not topic_shift.active(params(context_words_gate=0.2, mode="two_stage"))
 
 
@@ -56,7 +57,7 @@ def test_applies_only_to_an_utterance_with_words_of_its_own() -> None:
     assert not topic_shift.applies(p, words(own=10, earlier=0))  # nothing to gate
     bridge = SearchWord("豆包", 4, False, None, 1.0, (), context=True)
     assert not topic_shift.applies(p, [*words(own=7), bridge])  # a bridge is not its own
-    assert not topic_shift.applies(params(), words(own=10))
+    assert not topic_shift.applies(params(context_words_gate=0), words(own=10))
 
 
 def test_named_clauses_keep_their_boosts_and_name_word_and_boost() -> None:
@@ -124,7 +125,8 @@ def test_gate_changes_nothing_without_what_it_needs() -> None:
     b = hit("b", 1.7, unit(1.0), [])
     ranked = [("user", a, 0.8), ("user", b, 0.7)]
     u = unit(1.0).tolist()
-    assert topic_shift.gated(params(), ranked, u, W_KW, 1.0) == ranked  # off
+    off = params(context_words_gate=0)
+    assert topic_shift.gated(off, ranked, u, W_KW, 1.0) == ranked  # off
     assert topic_shift.gated(p, ranked, None, W_KW, 1.0) == ranked  # no utterance vector
     uncoded = [("user", hit("a", 1.8, None, [f"{pre}0:0.3"]), 0.8), ("user", b, 0.7)]
     # a hit without a code is never cut (it cannot be placed); b is the best coded one
