@@ -82,6 +82,9 @@ class SearchOptions(TypedDict, total=False):
     kw_window: int
     rrf_k: int
     two_stage_window: int
+    context_words_gate: float
+    context_words_gate_words: int
+    latin_context_words_gate: float
 
 
 class QueryOptions(SearchOptions, total=False):

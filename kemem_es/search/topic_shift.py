@@ -81,6 +81,16 @@ def named(clauses: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def is_named(clauses: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``clauses`` are the named earlier-turn clauses (``named``): the hits must
+    then carry their vector codes."""
+    return any(
+        str(piece.get("constant_score", {}).get("_name", "")).startswith(NAME_PREFIX)
+        for clause in clauses
+        for piece in clause.get("dis_max", {}).get("queries", ())
+    )
+
+
 def earlier_coverage(hit: dict[str, Any]) -> float:
     """The earlier turns' coverage a hit holds: per word, its best matched piece's boost (the
     engine's ``dis_max``), summed over the words. 0 when the hit carries no names."""

@@ -147,3 +147,21 @@ def test_latin_script_turns_it_off_unless_chosen() -> None:
     assert chosen.context_words_gate == 0.2
     zh, _ = script_params(on, ["专业课也有翻车的 我们拿竹条拼的那个"])
     assert zh.context_words_gate == 0.2
+
+
+def test_named_clauses_ask_for_the_codes_even_without_anchor_feedback() -> None:
+    from datetime import datetime
+
+    from kemem_es.engine.dialect import OpenSearch
+    from kemem_es.search.modes import BodyArgs, mode_bodies
+
+    p = params(anchor_weight=0.0, contiguity_weight=0.0)
+    _, earlier = coverage_parts(words(own=8), expansion_share=0.0)
+    args = BodyArgs(OpenSearch(), "user", p, [], [0.1], datetime(2025, 1, 1), False)
+    assert not topic_shift.is_named(earlier)
+    (plain,) = mode_bodies(args, earlier=earlier)
+    assert "docvalue_fields" not in plain
+    named = topic_shift.named(earlier)
+    assert topic_shift.is_named(named)
+    (gated,) = mode_bodies(args, earlier=named)
+    assert gated["docvalue_fields"] == [VECTOR_CODE_FIELD]
