@@ -84,6 +84,9 @@ class SearchOptions(TypedDict, total=False):
     two_stage_window: int
     vector_candidates: bool
     latin_vector_candidates: bool
+    context_words_gate: float
+    context_words_gate_words: int
+    latin_context_words_gate: float
 
 
 class QueryOptions(SearchOptions, total=False):

@@ -347,6 +347,38 @@ class QueryParams(BaseModel):
     latin_vector_candidates: bool = Field(
         False, description="vector_candidates for a query in latin script (English)"
     )
+    # Topic shift (search.topic_shift): the earlier turns often name one memory and the last
+    # turn moves on to another of the same thread; their words then lift the one the
+    # conversation already holds. A returned memory whose cosine to the utterance's own vector
+    # sits more than this (calibrated vector units) below the best returned memory's loses the
+    # earlier turns' keyword coverage. 0.2 (fusion, paired against 0): implied topic shift
+    # nDCG@10 0.726 → 0.813 (fusion now above vector's 0.784), main implied part +0.003, hard,
+    # fresh, short, long and check within ±0.003 with no interval below zero; 0.3 gave
+    # 0.795 (bench/results/2026-11-29-shift). 0: off.
+    context_words_gate: float = Field(
+        0.2,
+        ge=0,
+        le=5,
+        description="earlier turns' words count only for a memory whose calibrated cosine to "
+        "the utterance is within this of the best hit's (0: off)",
+    )
+    # ... and only for a last turn that tells its own episode: one with at least this many
+    # search words of its own (TF-IDF base words, at most top_k). A short or vague last turn
+    # ("对啊，跟那次一样", "做饭呢") leaves the topic to the earlier turns, whose words keep
+    # counting (the share of the dialogue's characters did not tell them apart: a one-turn
+    # context makes any utterance a large share).
+    context_words_gate_words: int = Field(
+        8,
+        ge=0,
+        le=50,
+        description="the gate applies to an utterance with at least this many search words "
+        "of its own",
+    )
+    # Off for latin script, as anchor feedback is: m3e's cosines between English texts all sit
+    # near the top of its scale, so "far from the utterance" means little there.
+    latin_context_words_gate: float = Field(
+        0.0, ge=0, le=5, description="context_words_gate for a query in latin script (English)"
+    )
 
     @field_validator("context", mode="before")
     @classmethod

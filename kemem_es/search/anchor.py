@@ -75,10 +75,11 @@ def request_size(params: QueryParams, db: Database) -> int | None:
     return max(params.limit, meaning, time)
 
 
-def code_fields(params: QueryParams, db: Database) -> dict[str, Any]:
-    """What ``db``'s event search body adds so that hits carry their vector codes and times."""
+def code_fields(params: QueryParams, db: Database, codes: bool = False) -> dict[str, Any]:
+    """What ``db``'s event search body adds so that hits carry their vector codes and times
+    (``codes``: the codes in any case, for the topic-shift gate, search.topic_shift)."""
     fields: list[str | dict[str, str]] = []
-    if active(params) and _by_meaning(params):
+    if (active(params) and _by_meaning(params)) or codes:
         fields.append(VECTOR_CODE_FIELD)
     if active(params) and _timed(params, db):
         fields.append({"field": TIME_FIELD, "format": "epoch_millis"})

@@ -11,7 +11,7 @@ from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Search
 from kemem_es.engine.errors import raise_engine_error
 from kemem_es.models import Database
-from kemem_es.search import anchor
+from kemem_es.search import anchor, topic_shift
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
     EVENT_FIELDS,
@@ -39,12 +39,14 @@ class EventSearch(ScopeSizes):
         vector: Sequence[float],
         now: datetime,
         parts: Sequence[Sequence[float]] = (),
+        utterance: Sequence[float] | None = None,
     ) -> tuple[list[EventResult], list[str]]:
         """(db, hit, score, signals) best first, after threshold and limit; scores calibrated.
         Also the databases whose events index is missing: the others still answer (a missing
-        official index must not cost the user's own memories); all missing is an error."""
+        official index must not cost the user's own memories); all missing is an error.
+        ``utterance``: the utterance's own vector (``topic_shift``), when it has context."""
         searches, dbs = self.event_searches(params, words, vector, now, parts)
-        return self.rank_events(params, dbs, self.engine.msearch(searches))
+        return self.rank_events(params, dbs, self.engine.msearch(searches), utterance)
 
     def event_searches(
         self,
@@ -63,6 +65,8 @@ class EventSearch(ScopeSizes):
         if params.mode == "fusion":
             clauses, earlier = coverage_parts(words, expansion_share=params.expansion_share)
             clauses = [*clauses, *slots]
+            if topic_shift.applies(params, words):  # hits say which earlier words they hold
+                earlier = topic_shift.named(earlier)
         elif coverage:
             clauses = [*coverage_clauses(words, expansion_share=params.expansion_share), *slots]
         else:
@@ -84,6 +88,7 @@ class EventSearch(ScopeSizes):
         params: QueryParams,
         dbs: Sequence[Database],
         responses: Sequence[dict[str, Any]],
+        utterance: Sequence[float] | None = None,
     ) -> tuple[list[EventResult], list[str]]:
         """``search_events``' answer from the responses to ``event_searches``."""
         prefix = self.engine.settings.index_prefix
@@ -118,6 +123,9 @@ class EventSearch(ScopeSizes):
             ranked = [r for r in rrf_merge(lists, params.rrf_k) if r[2] >= params.score_threshold]
             fed = anchor.feedback(params, ranked)
         else:
+            ranked = topic_shift.gated(
+                params, _by_score(ranked), utterance, mode_weights(params).get("kw", 0.0), offset
+            )
             ranked, fill = _kept(params, ranked), _kept(params, fill)
             # the memories a word matches first (anchor feedback among them), then the fill:
             # those no word matches, by their score
@@ -173,5 +181,10 @@ def _kept(
     database): the calibrated score is clamped to [0, 1], and two databases' hits that both
     clamp at 1 keep their order. Rescored scores (approximate path, two-stage) exist only after
     the engine's min_score has run, so the threshold is applied to what came back."""
-    ranked = sorted(ranked, key=lambda r: -float(r[1]["_score"]))
-    return [r for r in ranked if r[2] >= params.score_threshold and r[2] > 0]
+    return [r for r in _by_score(ranked) if r[2] >= params.score_threshold and r[2] > 0]
+
+
+def _by_score(
+    ranked: list[tuple[Database, dict[str, Any], float]],
+) -> list[tuple[Database, dict[str, Any], float]]:
+    return sorted(ranked, key=lambda r: -float(r[1]["_score"]))

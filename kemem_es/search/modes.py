@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from kemem_es.contract.params import QueryParams
 from kemem_es.engine.dialect import Dialect
 from kemem_es.models import Database
-from kemem_es.search import anchor
+from kemem_es.search import anchor, topic_shift
 from kemem_es.search import events as ev
 
 # Hits in each list that rrf fuses, the same at every limit up to it (as Elasticsearch's
@@ -91,7 +91,7 @@ def mode_bodies(
                 earlier=earlier,
                 require_keyword=require,
             )
-            | anchor.code_fields(params, db)
+            | anchor.code_fields(params, db, topic_shift.is_named(earlier))
             for require in requires
         ]
     if params.mode == "bm25":

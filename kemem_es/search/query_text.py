@@ -298,6 +298,13 @@ class QueryText:
             u, *parts = self._embed_utterance(utterance, pieces)
         return u, d, list(parts), cut, window
 
+    def utterance_vector(self, text: str) -> list[float] | None:
+        """The utterance's own vector as ``query_vector`` just computed it (kept for the next
+        queries' windows), without a model call: None when it is no longer cached."""
+        utterance = keep_end(text, EMBED_MAX_CHARS)
+        vec = self.turn_vectors.found([utterance]).get(utterance)
+        return None if vec is None else vec.tolist()
+
     def _embed_utterance(self, utterance: str, more: Sequence[str]) -> np.ndarray:
         """The utterance and ``more`` in one model call; the utterance's vector is kept for
         the next queries, whose earlier turn it becomes (``turns_window``)."""

@@ -35,6 +35,7 @@ from kemem_es.search.searcher_base import (
     _not_initialised,
 )
 from kemem_es.search.stopwatch import Stopwatch
+from kemem_es.search.topic_shift import applies as shift_applies
 from kemem_es.search.window_scale import rescaled
 from kemem_es.store.embedding import refuse_other_model
 from kemem_es.store.embedding import stored as stored_calibration
@@ -143,8 +144,10 @@ class Searcher(EntitySearch):
         base, tokens, expanded, words = offload(
             self.text.words, utterance, params, clock, turns, vector, names
         )
+        # the utterance's own vector, computed with the query vector (search.topic_shift)
+        own = self.text.utterance_vector(utterance) if shift_applies(params, words) else None
         event_hits, entity_hits, missing, bridges, answered = self._search(
-            params, words, vector, now, parts, slots, names, clock
+            params, words, vector, now, parts, slots, names, clock, own
         )
         # the period the utterance names first (search.facts); then of two facts of one slot,
         # the newer first (the older for a question about the past)
@@ -187,6 +190,7 @@ class Searcher(EntitySearch):
         slots: Sequence[dict[str, Any]],
         names: Names,
         clock: Stopwatch,
+        own: Sequence[float] | None = None,
     ) -> tuple[
         list[EventResult],
         list[tuple[dict[str, Any], float]],
@@ -195,7 +199,8 @@ class Searcher(EntitySearch):
         list[dict[str, Any]],
     ]:
         """The event and entity searches of a query: (event hits, shown entity hits, missing
-        databases, bridge words, every response the answer is made from)."""
+        databases, bridge words, every response the answer is made from). ``own``: the
+        utterance's own vector when it has earlier turns (``topic_shift``)."""
         # Entities and events in one round trip, which the engine serves in parallel. The
         # entities can lend the events bridge words (``bridge_words``); only then, a few
         # queries in a hundred, is the event search sent again with them.
@@ -214,7 +219,7 @@ class Searcher(EntitySearch):
                 params, [*words, *bridges], vector, now, parts, slots
             )
             responses = self.engine.msearch(searches)
-        event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)])
+        event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)], own)
         answered = [*responses[: len(searches)], *extra_responses]
         return event_hits, entity_hits, missing, bridges, answered
 

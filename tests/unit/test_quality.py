@@ -428,7 +428,7 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     assert script_params(own_time, ["pickles is sneezing"])[0].contiguity_weight == 0.1
     both = QueryParams(
         agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0,
-        anchor_weight=0.2, contiguity_weight=0.3,
+        anchor_weight=0.2, contiguity_weight=0.3, context_words_gate=0.2,
     )  # fmt: skip
     assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):
