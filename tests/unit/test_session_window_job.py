@@ -81,12 +81,18 @@ def test_the_next_add_queues_a_new_job_after_a_takeover() -> None:
     assert prep.runs == 1
 
 
-def test_a_running_job_is_waited_for() -> None:
+def running_job() -> tuple[Prepare, Sessions]:
+    """A session "s1" whose window job has started and waits for ``release``."""
     prep = Prepare()
     prep.release.clear()
     s = sessions(prep)
     s._prepare_window(SCOPE, "s1")
     assert prep.started.wait(5)
+    return prep, s
+
+
+def test_a_running_job_is_waited_for() -> None:
+    prep, s = running_job()
     threading.Timer(0.2, prep.release.set).start()
     t0 = time.perf_counter()
     s._await_window(SCOPE, "s1")
@@ -97,11 +103,7 @@ def test_a_running_job_is_waited_for() -> None:
 
 def test_waiting_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(service, "PREPARE_WAIT_S", 0.1)
-    prep = Prepare()
-    prep.release.clear()
-    s = sessions(prep)
-    s._prepare_window(SCOPE, "s1")
-    assert prep.started.wait(5)
+    prep, s = running_job()
     t0 = time.perf_counter()
     s._await_window(SCOPE, "s1")
     assert 0.08 <= time.perf_counter() - t0 < 1.0
@@ -112,11 +114,7 @@ def test_waiting_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_another_session_is_not_waited_for() -> None:
-    prep = Prepare()
-    prep.release.clear()
-    s = sessions(prep)
-    s._prepare_window(SCOPE, "s1")
-    assert prep.started.wait(5)
+    prep, s = running_job()
     t0 = time.perf_counter()
     s._await_window(SCOPE, "s2")
     s._await_window(Scope.of(agent_id="a1", user_id="u2"), "s1")
