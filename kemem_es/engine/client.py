@@ -28,7 +28,7 @@ from kemem_es.engine.errors import (
     time_left,
     translate_client_error,
 )
-from kemem_es.errors import KememError, current_activity
+from kemem_es.errors import ConcurrentChange, KememError, current_activity
 
 __all__ = ["Engine", "Request", "RequestHook", "Search", "Send", "connect", "deadline"]
 
@@ -53,6 +53,7 @@ class Request:
 
 
 DELETE_PAGE = 1000  # ids per round of a delete-by-query without the reindex module
+DELETE_ROUNDS = 5  # delete-by-query rounds while the engine reports documents changed meanwhile
 
 # How one client library sends a request: the parsed answer (a HEAD: whether it found).
 Send = Callable[[Request], Any]
@@ -246,15 +247,26 @@ class Engine:
             return self._search_and_delete(index, body)
         params = {"refresh": True, "conflicts": "proceed"}
         path = f"{_path(index)}/_delete_by_query"
-        try:
-            resp = self.request("POST", path, params=params, body={"query": body["query"]})
-        except KememError as exc:
-            text = str(exc).lower()
-            if "handler" not in text and "405" not in text:
-                raise
-            self._no_reindex = True
-            return self._search_and_delete(index, body)
-        return deleted_count(dict(resp))
+        deleted = 0
+        # "conflicts": "proceed" skips a document changed while the engine deletes (a session
+        # state given its window vector, a memory's strength reinforced): such a document
+        # still matches, so the query runs again until no conflict is reported
+        for _ in range(DELETE_ROUNDS):
+            try:
+                resp = self.request("POST", path, params=params, body={"query": body["query"]})
+            except KememError as exc:
+                text = str(exc).lower()
+                if "handler" not in text and "405" not in text:
+                    raise
+                self._no_reindex = True
+                return deleted + self._search_and_delete(index, body)
+            deleted += deleted_count(dict(resp))
+            if not int(resp.get("version_conflicts", 0) or 0):
+                return deleted
+        raise ConcurrentChange(
+            f"deleting by query in {index}: documents kept changing while being deleted "
+            f"({deleted} deleted); deleting again removes the rest"
+        )
 
     def _search_and_delete(self, index: str, body: dict[str, Any]) -> int:
         """Delete-by-query without the reindex module: a page of matching ids, deleted in one

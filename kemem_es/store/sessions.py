@@ -35,7 +35,6 @@ LIST_MAX = 10_000  # messages one listing returns at most (the engine's default 
 # The prepared window vector (search.shared_window) lives on the state: a newer add replaces
 # the state and so drops it; deleting the session deletes it.
 WINDOW_FIELD = "window_vector"
-DELETE_ROUNDS = 5  # delete-by-query rounds until nothing of the sessions is left
 ADDED = {"window_open": {"type": "boolean"}, WINDOW_FIELD: {"type": "object", "enabled": False}}
 
 
@@ -386,18 +385,8 @@ class SessionStore:
         if session_id is not None:
             filters.append({"term": {"session_id": session_id}})
         counts = self._message_counts(scope, filters)
-        for _ in range(DELETE_ROUNDS):
-            with activity("deleting sessions"):
-                self.engine.delete_by_query(self.alias, {"query": {"bool": {"filter": filters}}})
-            # the engine skips a document changed while it deletes ("conflicts": "proceed"):
-            # a state given its window vector, a batch taken by a worker — so again, until
-            # none is left
-            if not self._left(scope, filters):
-                break
-        else:
-            raise ConcurrentChange(
-                "sessions kept changing while being deleted: deleting them again removes the rest"
-            )
+        with activity("deleting sessions"):
+            self.engine.delete_by_query(self.alias, {"query": {"bool": {"filter": filters}}})
         event: Action = "FORGET" if forget else "DELETE"
         entries = []
         for sid, n in counts.items():
@@ -408,10 +397,6 @@ class SessionStore:
             with activity("recording history"):
                 check_bulk(history.write(self.engine, entries), "recording history")
         return sum(counts.values())
-
-    def _left(self, scope: Scope, filters: list[dict[str, Any]]) -> int:
-        body = {"size": 0, "track_total_hits": True, "query": {"bool": {"filter": filters}}}
-        return int(self._search(scope, body, "deleting sessions")["hits"]["total"]["value"])
 
     def _message_counts(self, scope: Scope, filters: list[dict[str, Any]]) -> dict[str, int]:
         body = {

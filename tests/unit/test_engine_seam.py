@@ -14,7 +14,7 @@ from kemem_es.config import Settings
 from kemem_es.engine.client import Engine, Request
 from kemem_es.engine.dialect import Elasticsearch, OpenSearch
 from kemem_es.engine.errors import activity, deadline
-from kemem_es.errors import DeadlineExceeded, EngineRefused, EngineUnavailable
+from kemem_es.errors import ConcurrentChange, DeadlineExceeded, EngineRefused, EngineUnavailable
 
 
 class FakeSend:
@@ -122,3 +122,14 @@ def test_points_in_time_use_each_dialects_endpoints() -> None:
         engine.close_pit("p1")
         assert send.sent[0].path == path and send.sent[1].method == "DELETE"
         assert send.sent[1].body == dialect.pit_close_body("p1")
+
+
+def test_delete_by_query_runs_again_while_documents_changed_meanwhile() -> None:
+    # "conflicts": "proceed" skips a document written while the engine deletes: it still matches
+    send = FakeSend({"deleted": 3, "version_conflicts": 1}, {"deleted": 1, "version_conflicts": 0})
+    assert engine_with(send).delete_by_query("i", {"query": {"term": {"a": 1}}}) == 4
+    assert [r.path for r in send.sent] == ["/i/_delete_by_query"] * 2
+    busy = FakeSend(*[{"deleted": 0, "version_conflicts": 2}] * 10)
+    with pytest.raises(ConcurrentChange, match="kept changing"):
+        engine_with(busy).delete_by_query("i", {"query": {"match_all": {}}})
+    assert len(busy.sent) == 5
