@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from kemem_es.text.tokenizer import Tokenizer
 
 WORD_CACHE_SIZE = 50_000
 CONTEXT_CACHE_SIZE = 4_096  # dialogue windows: ~2 KB of vector each
+WINDOW_TEXT_CACHE_SIZE = 256  # earlier turns' window texts (a context builds one twice)
+K = TypeVar("K")
+V = TypeVar("V")
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
 MAX_BRIDGES = 2
@@ -77,6 +80,8 @@ class QueryText:
         self._word_vectors: dict[str, np.ndarray] = {}
         # earlier-turn windows → their vectors (context_vector="earlier"), oldest first
         self._context_vectors: dict[str, np.ndarray] = {}
+        # earlier turns → their window's text and whether turns were dropped (earlier_window)
+        self._windows: dict[tuple[Turn, ...], tuple[str, bool]] = {}
         # each utterance's and turn's own vector (context_vector="turns"; search.turn_vectors)
         self.turn_vectors = TurnCache()
 
@@ -338,9 +343,16 @@ class QueryText:
 
     def earlier_window(self, turns: Sequence[Turn]) -> tuple[str, bool]:
         """The earlier turns alone (oldest first, the newest that fit the model): the text
-        whose vector ``context_vector="earlier"`` blends with the utterance's."""
-        window, cut = dialogue_window("", list(turns), EMBED_MAX_TOKENS, self.length)
-        return window.rstrip("\n"), cut
+        whose vector ``context_vector="earlier"`` blends with the utterance's. Kept for the
+        same turns: a session's context builds it to adopt a shared window, then its recall
+        to use it, and both count every turn's tokens."""
+        key = tuple(turns)
+        found = self._windows.get(key)
+        if found is None:
+            window, cut = dialogue_window("", list(turns), EMBED_MAX_TOKENS, self.length)
+            found = (window.rstrip("\n"), cut)
+            _put_bounded(self._windows, key, found, WINDOW_TEXT_CACHE_SIZE)
+        return found
 
     def prepare_context(self, turns: Sequence[Turn], context_vector: str = "earlier") -> bool:
         """Compute and cache the vectors a query with these earlier turns will need, now
@@ -388,10 +400,7 @@ class QueryText:
         return self._context_vectors.get(window)
 
     def _remember(self, window: str, vec: np.ndarray) -> None:
-        if len(self._context_vectors) >= CONTEXT_CACHE_SIZE:
-            with contextlib.suppress(StopIteration, KeyError, RuntimeError):
-                del self._context_vectors[next(iter(self._context_vectors))]  # the oldest
-        self._context_vectors[window] = vec
+        _put_bounded(self._context_vectors, window, vec, CONTEXT_CACHE_SIZE)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Query-side texts in one call, with the model's query prefix when it has one
@@ -404,6 +413,15 @@ class QueryText:
         each, so 250 characters held a third of what the model reads), else its characters."""
         count = getattr(self.embedder, "count_tokens", None)
         return count([text])[0] if count is not None else len(text)
+
+
+def _put_bounded(cache: dict[K, V], key: K, value: V, size: int) -> None:
+    """Insert, dropping the oldest entry when full; safe without a lock (another thread may
+    have dropped it first: a lost eviction only lets the dict run one over)."""
+    if len(cache) >= size:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
+            del cache[next(iter(cache))]
+    cache[key] = value
 
 
 def _query_names(params: QueryParams, turns: Sequence[Turn]) -> list[str]:
