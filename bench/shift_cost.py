@@ -18,11 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.common import make_kemem
     from bench.dialogue_eval import load_queries, query_text
     from kemem_es.contract.params import QueryParams
-    from kemem_es.embed.calibrate import apply as apply_calibration
     from kemem_es.search import topic_shift
-    from kemem_es.search.profile import script_params
     from kemem_es.search.stopwatch import Stopwatch
-    from kemem_es.store.scope import Scope
     from kemem_es.text.dialogue import context_turns, split_label
 
     ap = argparse.ArgumentParser()
@@ -50,14 +47,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             utterance = split_label(text).text
             turns = context_turns(p.context, p.context_turns)
-            p = apply_calibration(p, s.calibration())
-            p, _ = script_params(p, [utterance, *(t.text for t in turns)])
-            vector, _, parts = s.text.query_vector(utterance, turns, p)
-            names = s.names.visible(Scope.of(agent_id=p.agent_id, user_id=p.user_id))
-            _, _, _, words = s.text.words(utterance, p, Stopwatch(), turns, vector, names)
-            if gate > 0 and not topic_shift.applies(p, words):
+            plan = s.plan(utterance, turns, p, now, Stopwatch())
+            if gate > 0 and not topic_shift.applies(plan.params, plan.words):
                 break
-            searches.append(s.event_searches(p, words, vector, now, parts)[0])
+            searches.append(
+                s.event_searches(plan.params, plan.words, plan.vector, now, plan.parts)[0]
+            )
         if len(searches) == 2:
             pairs.append((searches[0], searches[1]))
     print(f"{len(pairs)} dialogues the gate applies to", file=sys.stderr)

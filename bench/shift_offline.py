@@ -41,14 +41,11 @@ def dump(args: argparse.Namespace) -> list[Doc]:
     from bench.common import make_kemem
     from bench.dialogue_eval import load_queries, qrels, query_text
     from kemem_es.contract.params import QueryParams
-    from kemem_es.embed.calibrate import apply as apply_calibration
     from kemem_es.search import events as ev
     from kemem_es.search.clauses import coverage_parts
-    from kemem_es.search.profile import script_params
     from kemem_es.search.query_text import EMBED_MAX_TOKENS, utterance_weight
     from kemem_es.search.stopwatch import Stopwatch
     from kemem_es.store.layout import DATABASES, index_alias
-    from kemem_es.store.scope import Scope
     from kemem_es.text.dialogue import context_turns, dialogue_window, split_label
 
     km, gold = make_kemem(args.prefix), qrels(args.corpus)
@@ -60,11 +57,10 @@ def dump(args: argparse.Namespace) -> list[Doc]:
         params = QueryParams(user_id=q["user_id"], agent_id=q["agent_id"], context=context, now=now)
         utterance = split_label(text).text
         turns = context_turns(params.context, params.context_turns)
-        params = apply_calibration(params, s.calibration())
-        params, _ = script_params(params, [utterance, *(t.text for t in turns)])
-        vector, _, parts = s.text.query_vector(utterance, turns, params)
-        names = s.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
-        _, _, _, words = s.text.words(utterance, params, Stopwatch(), turns, vector, names)
+        plan = s.plan(utterance, turns, params, now, Stopwatch())
+        params, vector, parts, names, words = (
+            plan.params, plan.vector, plan.parts, plan.names, plan.words,
+        )  # fmt: skip
         found = s.search_entities(params, words, vector)
         words = [*words, *s.text.bridge_words(params, words, found, names)]
         utt, ctx = coverage_parts(words, expansion_share=params.expansion_share)

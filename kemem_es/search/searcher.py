@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.contract.response import AdditionalInfo, QueryResponse
@@ -41,7 +41,9 @@ from kemem_es.store.embedding import refuse_other_model
 from kemem_es.store.embedding import stored as stored_calibration
 from kemem_es.store.names import Names
 from kemem_es.store.scope import Scope
+from kemem_es.text import BaseWord
 from kemem_es.text.dialogue import Turn, context_turns, is_small_talk, utterance_of
+from kemem_es.text.timeframe import Timeframe
 
 __all__ = [
     "COUNT_TTL_S",
@@ -52,6 +54,24 @@ __all__ = [
     "raise_engine_error",
     "shown_entities",
 ]
+
+
+class QueryPlan(NamedTuple):
+    """``Searcher.plan``: a query's resolved parameters, vectors and words."""
+
+    params: QueryParams
+    profile: str
+    frame: Timeframe | None
+    limit: int
+    slots: list[dict[str, Any]]
+    vector: list[float]
+    trimmed: bool
+    parts: list[list[float]]
+    names: Names
+    base: Sequence[BaseWord]
+    tokens: Sequence[str]
+    expanded: Sequence[tuple[str, int]]
+    words: list[SearchWord]
 
 
 class Searcher(EntitySearch):
@@ -132,22 +152,13 @@ class Searcher(EntitySearch):
         if params.rewrite:
             utterance, rewrite = self._rewrite(utterance, turns)
             clock.lap("rewrite")
-        params = apply_calibration(params, self.calibration())
-        params, profile = script_params(params, [utterance, *(t.text for t in turns)])
-        params, frame, limit = resolve_timeframe(params, utterance, now)  # search.facts
-        params = resolve_past(params, utterance)
-        slots = slot_clauses(params, utterance)
-        vector, trimmed, parts, scale = offload(self.text.query_vectors, utterance, turns, params)
-        params = rescaled(params, scale)  # a rebuilt window read on the joint window's scale
-        clock.lap("embed")
-        names = self.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
-        base, tokens, expanded, words = offload(
-            self.text.words, utterance, params, clock, turns, vector, names
-        )
+        plan = self.plan(utterance, turns, params, now, clock)
+        params, words, vector, names = plan.params, plan.words, plan.vector, plan.names
+        frame, limit = plan.frame, plan.limit
         # the utterance's own vector, computed with the query vector (search.topic_shift)
         own = self.text.utterance_vector(utterance) if shift_applies(params, words) else None
         event_hits, entity_hits, missing, bridges, answered = self._search(
-            params, words, vector, now, parts, slots, names, clock, own
+            params, words, vector, now, plan.parts, plan.slots, names, clock, own
         )
         # the period the utterance names first (search.facts); then of two facts of one slot,
         # the newer first (the older for a question about the past)
@@ -167,18 +178,47 @@ class Searcher(EntitySearch):
         info = AdditionalInfo(
             timings_ms=clock.total(),
             query=text,
-            tokens=tokens,
-            base_words=[b.word for b in base],
-            expanded_words=[{w: lvl} for w, lvl in expanded],
+            tokens=plan.tokens,
+            base_words=[b.word for b in plan.base],
+            expanded_words=[{w: lvl} for w, lvl in plan.expanded],
             mode=params.mode,
             context_words=[w.word for w in words if w.context],
             entity_words=[w.word for w in bridges],
-            context_trimmed=trimmed,
-            profile=profile,
+            context_trimmed=plan.trimmed,
+            profile=plan.profile,
             rewrite=rewrite,
         )
         _mark_degraded(info, missing, answered)
         return QueryResponse(memory_events=events, memory_entities=entities, additional_info=info)
+
+    def plan(
+        self,
+        utterance: str,
+        turns: Sequence[Turn],
+        params: QueryParams,
+        now: datetime,
+        clock: Stopwatch,
+    ) -> QueryPlan:
+        """What a query sends, before it is sent: the parameters resolved for this model,
+        script and utterance (calibration, profile, time frame, past), the slot clauses, the
+        vectors (stage ``embed``) and the search words (``tokenize``/``expand``). The benchmarks
+        that replay or take apart a query start from it too."""
+        params = apply_calibration(params, self.calibration())
+        params, profile = script_params(params, [utterance, *(t.text for t in turns)])
+        params, frame, limit = resolve_timeframe(params, utterance, now)  # search.facts
+        params = resolve_past(params, utterance)
+        slots = slot_clauses(params, utterance)
+        vector, trimmed, parts, scale = offload(self.text.query_vectors, utterance, turns, params)
+        params = rescaled(params, scale)  # a rebuilt window read on the joint window's scale
+        clock.lap("embed")
+        names = self.names.visible(Scope.of(agent_id=params.agent_id, user_id=params.user_id))
+        base, tokens, expanded, words = offload(
+            self.text.words, utterance, params, clock, turns, vector, names
+        )
+        return QueryPlan(
+            params, profile, frame, limit, slots, vector, trimmed, parts, names, base, tokens,
+            expanded, words,
+        )  # fmt: skip
 
     def _search(
         self,
