@@ -4,6 +4,7 @@ ending a session, and the idle sweep that ends every idle one."""
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -87,14 +88,16 @@ class Appending(BatchJobs):
             last_seen = _parse(state.last_at)
             if version is None or last_seen is None or last_seen >= idle_before:
                 return Outcome(sid, [], 0, [])  # active again (or gone): nothing to end
+        if state.incarnation is None:  # a new session (or one stored before the token)
+            state = replace(state, incarnation=secrets.token_hex(8))
         explicit = bool(turns) and "seq" in turns[0]
         probe = [] if explicit else [message_key(sid, state.next_seq + i) for i in range(PROBE)]
-        n_open = len(state.open_batches)
-        docs = self.store.get_docs(
-            scope, [*(batch_key(sid, f) for f in state.open_batches), *probe]
-        )
-        ahead = [d.source for d in docs[n_open:] if d is not None]
-        state = self._prune(scope, sid, state, docs[:n_open])
+        done = self.held.done(scope, sid, state.incarnation)  # seen done: not read again
+        maybe = [f for f in state.open_batches if f not in done]
+        docs = self.store.get_docs(scope, [*(batch_key(sid, f) for f in maybe), *probe])
+        ahead = [d.source for d in docs[len(maybe) :] if d is not None]
+        state = replace(state, open_batches=tuple(maybe))
+        state = self._prune(scope, sid, state, docs[: len(maybe)])
         last = _parse(state.last_at)
         idle = last is not None and (now - last).total_seconds() > self.settings.idle_s
         trigger, size = self.settings.trigger_turns, self.settings.batch_turns
@@ -117,8 +120,12 @@ class Appending(BatchJobs):
             for c in [*idle_cuts, *new_cuts]
             for line in self.batches.lines(scope, sid, c.first_seq, c.last_seq, c.reason, who)
         ]
-        statuses = self.store.write(scope, sid, stamped, lines, state.fields(), version)
-        self._remember(scope, sid, state)
+        written = self.store.write(scope, sid, stamped, lines, state.fields(), version)
+        self._remember(scope, sid, state, written.state)
+        statuses = written.statuses
+        # what this call stored, this process now holds (a number stored already is not ours)
+        mine = [m for m, st in zip(written.messages, statuses, strict=True) if st == "created"]
+        self.held.put_turns(scope, sid, state.incarnation, mine)
         stored = sum(s == "created" for s in statuses)
         return Outcome(sid, seqs, stored, [*idle_cuts, *new_cuts])
 
@@ -128,7 +135,10 @@ class Appending(BatchJobs):
         """Batches done since are no longer open; those whose lease passed start again."""
         still = []
         for first, doc in zip(state.open_batches, docs, strict=True):
-            if doc is None or doc.source.get("status") in ("done", "failed"):
+            status = doc.source.get("status") if doc is not None else None
+            if status == "done":
+                self.held.put_done(scope, sid, state.incarnation, first)
+            if doc is None or status in ("done", "failed"):
                 continue
             still.append(first)
             lease = _parse(doc.source.get("lease_until"))
