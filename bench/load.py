@@ -161,6 +161,33 @@ class Tally:
         self.errors: dict[str, int] = {}
         self.degraded = 0
         self.lock = threading.Lock()
+        # context answers: (ms the client waited, the answer's timings_ms, the client's turn)
+        self.contexts: list[tuple[float, dict[str, float], int]] = []
+
+    def context(self, ms: float, timings: dict[str, float], turn: int) -> None:
+        with self.lock:
+            self.contexts.append((ms, timings, turn))
+
+    def slow_contexts(self) -> dict[str, Any]:
+        """Where the slow contexts' time went: per stage p50/p99 of every context's
+        ``timings_ms``, the slowest 1 % (at least 5) with their stages, and what the client
+        waited beyond the context's own total (the server's queue, the event loop, the GIL)."""
+        if not self.contexts:
+            return {}
+        stages = sorted({k for _, t, _ in self.contexts for k in t})
+        slowest = sorted(self.contexts, key=lambda c: -c[0])[: max(5, len(self.contexts) // 100)]
+        outside = [ms - t.get("total", 0.0) for ms, t, _ in self.contexts]
+        return {
+            "context_stages_ms": {
+                k: percentiles(t.get(k, 0.0) for _, t, _ in self.contexts) for k in stages
+            },
+            "context_outside_ms": percentiles(outside),
+            "context_slowest": [
+                {"ms": round(ms, 1), "turn": turn, "outside_ms": round(ms - t.get("total", 0), 1)}
+                | {k: round(v, 1) for k, v in t.items()}
+                for ms, t, turn in slowest
+            ],
+        }
 
     def record(self, op: str, ms: float, error: str | None, degraded: bool = False) -> None:
         with self.lock:
@@ -185,6 +212,7 @@ class Tally:
             # the requests a user waits for (TURN_OPS): what the p99 bound applies to
             "turns_per_s": round(sum(len(self.ms[op]) for op in self.turn_ops) / seconds, 1),
             "turn_ms": percentiles(x for op in self.turn_ops for x in self.ms[op]),
+            **self.slow_contexts(),
         }
 
 
@@ -278,6 +306,8 @@ def run_http(
                         err = type(exc).__name__
                     ms = (time.perf_counter() - t0) * 1000
                     tally.record(op, ms, err, err is None and "X-Kemem-Degraded" in r.headers)
+                    if op == "context" and err is None:
+                        tally.context(ms, r.json().get("timings_ms") or {}, len(work.turns))
                     if args.think_ms:
                         await asyncio.sleep(args.think_ms / 1000)
 
