@@ -130,6 +130,13 @@ def workload(args: argparse.Namespace, i: int) -> Workload:
     return Workload(args.seed + i, args.add_share, args.workload, args.context_share, session)
 
 
+def start_delay(args: argparse.Namespace, i: int) -> float:
+    """Seconds client ``i`` waits before its first request (``--stagger``)."""
+    if not getattr(args, "stagger", False) or not args.think_ms:
+        return 0.0
+    return float(i * args.think_ms / 1000 / max(1, args.clients))
+
+
 def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """The Python API call that a workload request is: (verb, text, keyword arguments)."""
     kw = dict(body)
@@ -177,7 +184,13 @@ class Tally:
         stages = sorted({k for _, t, _ in self.contexts for k in t})
         slowest = sorted(self.contexts, key=lambda c: -c[0])[: max(5, len(self.contexts) // 100)]
         outside = [ms - t.get("total", 0.0) for ms, t, _ in self.contexts]
+        later = [c for c in self.contexts if c[2] > 1]
         return {
+            # a session's first context (a new user: cold caches, and with every client starting
+            # at once, the burst of first turns) apart from the rest
+            "context_first_ms": percentiles(ms for ms, _, turn in self.contexts if turn <= 1),
+            "context_later_ms": percentiles(ms for ms, _, _ in later),
+            "context_later_total_ms": percentiles(t.get("total", 0.0) for _, t, _ in later),
             "context_stages_ms": {
                 k: percentiles(t.get(k, 0.0) for _, t, _ in self.contexts) for k in stages
             },
@@ -293,6 +306,7 @@ def run_http(
         async def client(i: int, until: float) -> None:
             work = workload(args, i)
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                await asyncio.sleep(start_delay(args, i))
                 while time.monotonic() < until:
                     op, body = work.next()
                     path = PATHS[op]
@@ -552,6 +566,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration,
         "add_share": args.add_share,
         "think_ms": args.think_ms,
+        "stagger": getattr(args, "stagger", False),
         "query_options": QUERY_OPTS,
         "runs": {},
     }
@@ -657,6 +672,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.0,
         help="each client's pause after each request (a reply being written, a user typing); "
         "0: the next request at once",
+    )
+    p.add_argument(
+        "--stagger",
+        action="store_true",
+        help="with --think-ms: client i starts i/N of a think time late (users arriving spread "
+        "out, not all at one instant: the first turns' burst otherwise makes the p99)",
     )
     p.add_argument(
         "--slo-ms", type=float, default=100.0, help="the p99 bound a turn's throughput is read at"
