@@ -130,6 +130,16 @@ def workload(args: argparse.Namespace, i: int) -> Workload:
     return Workload(args.seed + i, args.add_share, args.workload, args.context_share, session)
 
 
+def sessions_counts(km: Any) -> dict[str, float]:
+    """The sessions index's counters (none before it exists)."""
+    from bench.session_profile import sessions_stats
+
+    try:
+        return sessions_stats(km.settings.url, km.settings.index_prefix)
+    except Exception:  # no sessions index yet (classic, chat)
+        return {}
+
+
 def start_delay(args: argparse.Namespace, i: int) -> float:
     """Seconds client ``i`` waits before its first request (``--stagger``)."""
     if not getattr(args, "stagger", False) or not args.think_ms:
@@ -302,6 +312,7 @@ def run_http(
         before = rss_mb(proc.pid)
         tally = Tally(TURN_OPS[args.workload])
         cpu0, eng0, load0 = tree_cpu_ms(proc.pid), latency.engine_cpu_ms(km), os.getloadavg()
+        sess0 = sessions_counts(km)
 
         async def client(i: int, until: float) -> None:
             work = workload(args, i)
@@ -344,6 +355,12 @@ def run_http(
             # generator's own is left out); less disturbed by a shared machine than req/s
             server_cpu_ms_per_req=round((tree_cpu_ms(proc.pid) - cpu0) / done, 2),
             engine_cpu_ms_per_req=round((latency.engine_cpu_ms(km) - eng0) / done, 2),
+            # the sessions index's own gets and refreshes per turn (session workload)
+            sessions_index_per_turn={
+                k: round((v - sess0[k]) / max(1, len(tally.ms["context"])), 2)
+                for k, v in sessions_counts(km).items()
+                if k in sess0
+            },
             loadavg_before=[round(x, 1) for x in load0],
             loadavg_after=[round(x, 1) for x in os.getloadavg()],
         )
