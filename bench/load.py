@@ -141,10 +141,13 @@ def sessions_counts(km: Any) -> dict[str, float]:
 
 
 def start_delay(args: argparse.Namespace, i: int) -> float:
-    """Seconds client ``i`` waits before its first request (``--stagger``)."""
+    """Seconds client ``i`` waits before its first request (``--stagger``): the clients'
+    starts spread over one cycle of a client (a think time per request; a session turn is
+    two requests), so the first turns come at the pace of the later ones, not as a burst."""
     if not getattr(args, "stagger", False) or not args.think_ms:
         return 0.0
-    return float(i * args.think_ms / 1000 / max(1, args.clients))
+    cycle = args.think_ms / 1000 * (2 if getattr(args, "workload", "") == "session" else 1)
+    return float(i * cycle / max(1, args.clients))
 
 
 def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
@@ -693,8 +696,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stagger",
         action="store_true",
-        help="with --think-ms: client i starts i/N of a think time late (users arriving spread "
-        "out, not all at one instant: the first turns' burst otherwise makes the p99)",
+        help="with --think-ms: client i starts i/N of a client's cycle late (users arriving "
+        "spread out, not all at one instant: the first turns' burst otherwise makes the p99)",
     )
     p.add_argument(
         "--slo-ms", type=float, default=100.0, help="the p99 bound a turn's throughput is read at"

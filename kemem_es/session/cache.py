@@ -96,7 +96,8 @@ class TurnCache:
                     del held.turns[s]
 
     def prune(self, scope: Scope, sid: str, incarnation: str | None, below: int) -> None:
-        """Turns before ``below`` will not be shown again (the dialogue's start only moves on)."""
+        """Turns before ``below`` will not be shown again (the dialogue's start only moves on;
+        a later read of one is only a read)."""
         if not incarnation:
             return
         with self._lock:
@@ -105,7 +106,8 @@ class TurnCache:
                 return
             for s in [s for s in held.turns if s < below]:
                 del held.turns[s]
-            held.done = {f for f in held.done if f >= below}
+            # (batches seen done stay: a state may still list one until the next add, and a
+            # batch not listed as done would be read again; one number per batch)
 
     # -- batches ------------------------------------------------------------------------------
     def done(self, scope: Scope, sid: str, incarnation: str | None) -> set[int]:

@@ -25,8 +25,10 @@ def test_no_contexts_no_timings() -> None:
     assert Tally(("query",)).slow_contexts() == {}
 
 
-def test_stagger_spreads_the_first_requests_over_one_think_time() -> None:
-    args = SimpleNamespace(stagger=True, think_ms=1000.0, clients=8)
+def test_stagger_spreads_the_first_requests_over_a_clients_cycle() -> None:
+    args = SimpleNamespace(stagger=True, think_ms=1000.0, clients=8, workload="classic")
     assert [start_delay(args, i) for i in (0, 4, 7)] == [0.0, 0.5, 0.875]
+    args.workload = "session"  # a turn: two requests, each followed by a think time
+    assert [start_delay(args, i) for i in (0, 4, 7)] == [0.0, 1.0, 1.75]
     assert start_delay(SimpleNamespace(stagger=False, think_ms=1000.0, clients=8), 3) == 0.0
     assert start_delay(SimpleNamespace(stagger=True, think_ms=0.0, clients=8), 3) == 0.0
