@@ -130,6 +130,26 @@ def workload(args: argparse.Namespace, i: int) -> Workload:
     return Workload(args.seed + i, args.add_share, args.workload, args.context_share, session)
 
 
+def sessions_counts(km: Any) -> dict[str, float]:
+    """The sessions index's counters (none before it exists)."""
+    from bench.session_profile import sessions_stats
+
+    try:
+        return sessions_stats(km.settings.url, km.settings.index_prefix)
+    except Exception:  # no sessions index yet (classic, chat)
+        return {}
+
+
+def start_delay(args: argparse.Namespace, i: int) -> float:
+    """Seconds client ``i`` waits before its first request (``--stagger``): the clients'
+    starts spread over one cycle of a client (a think time per request; a session turn is
+    two requests), so the first turns come at the pace of the later ones, not as a burst."""
+    if not getattr(args, "stagger", False) or not args.think_ms:
+        return 0.0
+    cycle = args.think_ms / 1000 * (2 if getattr(args, "workload", "") == "session" else 1)
+    return float(i * cycle / max(1, args.clients))
+
+
 def api_call(op: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """The Python API call that a workload request is: (verb, text, keyword arguments)."""
     kw = dict(body)
@@ -161,6 +181,39 @@ class Tally:
         self.errors: dict[str, int] = {}
         self.degraded = 0
         self.lock = threading.Lock()
+        # context answers: (ms the client waited, the answer's timings_ms, the client's turn)
+        self.contexts: list[tuple[float, dict[str, float], int]] = []
+
+    def context(self, ms: float, timings: dict[str, float], turn: int) -> None:
+        with self.lock:
+            self.contexts.append((ms, timings, turn))
+
+    def slow_contexts(self) -> dict[str, Any]:
+        """Where the slow contexts' time went: per stage p50/p99 of every context's
+        ``timings_ms``, the slowest 1 % (at least 5) with their stages, and what the client
+        waited beyond the context's own total (the server's queue, the event loop, the GIL)."""
+        if not self.contexts:
+            return {}
+        stages = sorted({k for _, t, _ in self.contexts for k in t})
+        slowest = sorted(self.contexts, key=lambda c: -c[0])[: max(5, len(self.contexts) // 100)]
+        outside = [ms - t.get("total", 0.0) for ms, t, _ in self.contexts]
+        later = [c for c in self.contexts if c[2] > 1]
+        return {
+            # a session's first context (a new user: cold caches, and with every client starting
+            # at once, the burst of first turns) apart from the rest
+            "context_first_ms": percentiles(ms for ms, _, turn in self.contexts if turn <= 1),
+            "context_later_ms": percentiles(ms for ms, _, _ in later),
+            "context_later_total_ms": percentiles(t.get("total", 0.0) for _, t, _ in later),
+            "context_stages_ms": {
+                k: percentiles(t.get(k, 0.0) for _, t, _ in self.contexts) for k in stages
+            },
+            "context_outside_ms": percentiles(outside),
+            "context_slowest": [
+                {"ms": round(ms, 1), "turn": turn, "outside_ms": round(ms - t.get("total", 0), 1)}
+                | {k: round(v, 1) for k, v in t.items()}
+                for ms, t, turn in slowest
+            ],
+        }
 
     def record(self, op: str, ms: float, error: str | None, degraded: bool = False) -> None:
         with self.lock:
@@ -185,6 +238,7 @@ class Tally:
             # the requests a user waits for (TURN_OPS): what the p99 bound applies to
             "turns_per_s": round(sum(len(self.ms[op]) for op in self.turn_ops) / seconds, 1),
             "turn_ms": percentiles(x for op in self.turn_ops for x in self.ms[op]),
+            **self.slow_contexts(),
         }
 
 
@@ -261,10 +315,12 @@ def run_http(
         before = rss_mb(proc.pid)
         tally = Tally(TURN_OPS[args.workload])
         cpu0, eng0, load0 = tree_cpu_ms(proc.pid), latency.engine_cpu_ms(km), os.getloadavg()
+        sess0 = sessions_counts(km)
 
         async def client(i: int, until: float) -> None:
             work = workload(args, i)
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+                await asyncio.sleep(start_delay(args, i))
                 while time.monotonic() < until:
                     op, body = work.next()
                     path = PATHS[op]
@@ -278,6 +334,8 @@ def run_http(
                         err = type(exc).__name__
                     ms = (time.perf_counter() - t0) * 1000
                     tally.record(op, ms, err, err is None and "X-Kemem-Degraded" in r.headers)
+                    if op == "context" and err is None:
+                        tally.context(ms, r.json().get("timings_ms") or {}, len(work.turns))
                     if args.think_ms:
                         await asyncio.sleep(args.think_ms / 1000)
 
@@ -300,6 +358,12 @@ def run_http(
             # generator's own is left out); less disturbed by a shared machine than req/s
             server_cpu_ms_per_req=round((tree_cpu_ms(proc.pid) - cpu0) / done, 2),
             engine_cpu_ms_per_req=round((latency.engine_cpu_ms(km) - eng0) / done, 2),
+            # the sessions index's own gets and refreshes per turn (session workload)
+            sessions_index_per_turn={
+                k: round((v - sess0[k]) / max(1, len(tally.ms["context"])), 2)
+                for k, v in sessions_counts(km).items()
+                if k in sess0
+            },
             loadavg_before=[round(x, 1) for x in load0],
             loadavg_after=[round(x, 1) for x in os.getloadavg()],
         )
@@ -522,6 +586,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration,
         "add_share": args.add_share,
         "think_ms": args.think_ms,
+        "stagger": getattr(args, "stagger", False),
         "query_options": QUERY_OPTS,
         "runs": {},
     }
@@ -627,6 +692,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.0,
         help="each client's pause after each request (a reply being written, a user typing); "
         "0: the next request at once",
+    )
+    p.add_argument(
+        "--stagger",
+        action="store_true",
+        help="with --think-ms: client i starts i/N of a client's cycle late (users arriving "
+        "spread out, not all at one instant: the first turns' burst otherwise makes the p99)",
     )
     p.add_argument(
         "--slo-ms", type=float, default=100.0, help="the p99 bound a turn's throughput is read at"

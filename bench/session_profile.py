@@ -39,6 +39,14 @@ def node_stats(url: str) -> dict[str, float]:
     return {k: float(node["indices"][a][b]) for k, (a, b) in STATS.items()}
 
 
+def sessions_stats(url: str, prefix: str) -> dict[str, float]:
+    """The sessions index's own counters (``<prefix>-sessions*/_stats``): what a turn costs
+    there, apart from anything else on the node."""
+    got = httpx.get(f"{url}/{prefix}-sessions*/_stats/get,refresh,search,indexing", timeout=30)
+    prim = got.json()["_all"]["primaries"]
+    return {k: float(prim[a][b]) for k, (a, b) in STATS.items() if a in prim}
+
+
 def engine_cpu_ms(url: str) -> float:
     nodes = httpx.get(f"{url}/_nodes/process", timeout=10).json()["nodes"]
     (node,) = nodes.values()
@@ -56,6 +64,16 @@ def run(prefix: str, turns: int, pause: float, user: str) -> dict[str, Any]:
     sid = f"profile-{time.time_ns()}"
     ms: dict[str, list[float]] = {"context": [], "add": []}
     timings: list[dict[str, float]] = []
+    sent = {"mget_docs": 0, "mgets": 0, "refresh_calls": 0}
+
+    def hook(req: Any, answer: Any, seconds: float) -> None:  # what the client asked for
+        if req.path.endswith("/_mget") and isinstance(req.body, dict):
+            sent["mgets"] += 1
+            sent["mget_docs"] += len(req.body.get("docs") or req.body.get("ids") or [])
+        elif req.path.endswith("/_refresh"):
+            sent["refresh_calls"] += 1
+
+    km.engine.hook = hook
 
     def turn(text: str, keep: bool) -> None:
         t0 = time.perf_counter()
@@ -73,11 +91,13 @@ def run(prefix: str, turns: int, pause: float, user: str) -> dict[str, Any]:
         turn(text, False)
     time.sleep(2)
     s0, e0, c0 = node_stats(url), engine_cpu_ms(url), time.process_time()
+    x0, q0 = sessions_stats(url, km.settings.index_prefix), dict(sent)
     for text in texts[6:]:
         turn(text, True)
         time.sleep(pause)
     time.sleep(3)  # the last window job and extraction
     s1, e1, c1 = node_stats(url), engine_cpu_ms(url), time.process_time()
+    x1, q1 = sessions_stats(url, km.settings.index_prefix), dict(sent)
     keys = sorted({k for t in timings for k in t})
     return {
         **stamp(km),
@@ -87,7 +107,10 @@ def run(prefix: str, turns: int, pause: float, user: str) -> dict[str, Any]:
         "engine_cpu_ms_per_turn": round((e1 - e0) / turns, 1),
         "client_cpu_ms_per_turn": round((c1 - c0) * 1000 / turns, 1),
         "context_p50_ms": round(statistics.median(ms["context"]), 1),
+        "context_max_ms": round(max(ms["context"]), 1),
         "add_p50_ms": round(statistics.median(ms["add"]), 1),
+        "sessions_index_per_turn": {k: round((x1[k] - x0[k]) / turns, 2) for k in x0},
+        "client_sent_per_turn": {k: round((q1[k] - q0[k]) / turns, 2) for k in q0},
         "engine_per_turn": {k: round((s1[k] - s0[k]) / turns, 2) for k in s0},
         "context_timings_p50_ms": {
             k: round(statistics.median([t.get(k, 0.0) for t in timings]), 1) for k in keys

@@ -4,6 +4,7 @@ ending a session, and the idle sweep that ends every idle one."""
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -23,6 +24,7 @@ from kemem_es.store.sessions import (
     batch_key,
     checked_session,
     message_key,
+    state_key,
 )
 
 log = logging.getLogger("kemem_es.session")
@@ -79,22 +81,36 @@ class Appending(BatchJobs):
         now: datetime,
         idle_before: datetime | None = None,
     ) -> Outcome:
-        """Three round trips: the state; the open batches and the numbers past the state's
-        end (one read); the messages, new batch records and the state (one write)."""
-        version = self.store.state(scope, sid)
+        """Two round trips when this process knows the session's state and it is still that
+        one: the state read with the open batches (not seen done) and the numbers past its end
+        that the known state implies; the messages, new batch records and the state (one
+        write). Else three (what the state read implies is read next)."""
+        explicit = bool(turns) and "seq" in turns[0]
+        known = self._known.get((scope, sid))
+        guess = []
+        if known is not None:
+            was = self.held.done(scope, sid, known[0].incarnation)
+            guess = self._append_keys(sid, known[0], was, explicit)
+        version, *docs = self.store.get_docs(scope, [state_key(sid), *guess])
+        got = dict(zip(guess, docs, strict=True))
         state = SessionState.of(version.source if version else None)
         if idle_before is not None:
             last_seen = _parse(state.last_at)
             if version is None or last_seen is None or last_seen >= idle_before:
                 return Outcome(sid, [], 0, [])  # active again (or gone): nothing to end
-        explicit = bool(turns) and "seq" in turns[0]
+        if state.incarnation is None:  # a new session (or one stored before the token)
+            state = replace(state, incarnation=secrets.token_hex(8))
+        done = self.held.done(scope, sid, state.incarnation)  # seen done: not read again
+        keys = self._append_keys(sid, state, done, explicit)
+        missing = [k for k in keys if k not in got]
+        if missing:
+            got.update(zip(missing, self.store.get_docs(scope, missing), strict=True))
+        maybe = [f for f in state.open_batches if f not in done]
+        docs = [got[batch_key(sid, f)] for f in maybe]
         probe = [] if explicit else [message_key(sid, state.next_seq + i) for i in range(PROBE)]
-        n_open = len(state.open_batches)
-        docs = self.store.get_docs(
-            scope, [*(batch_key(sid, f) for f in state.open_batches), *probe]
-        )
-        ahead = [d.source for d in docs[n_open:] if d is not None]
-        state = self._prune(scope, sid, state, docs[:n_open])
+        ahead = [d.source for k in probe if (d := got[k]) is not None]
+        state = replace(state, open_batches=tuple(maybe))
+        state = self._prune(scope, sid, state, docs[: len(maybe)])
         last = _parse(state.last_at)
         idle = last is not None and (now - last).total_seconds() > self.settings.idle_s
         trigger, size = self.settings.trigger_turns, self.settings.batch_turns
@@ -117,10 +133,22 @@ class Appending(BatchJobs):
             for c in [*idle_cuts, *new_cuts]
             for line in self.batches.lines(scope, sid, c.first_seq, c.last_seq, c.reason, who)
         ]
-        statuses = self.store.write(scope, sid, stamped, lines, state.fields(), version)
-        self._remember(scope, sid, state)
+        written = self.store.write(scope, sid, stamped, lines, state.fields(), version)
+        self._remember(scope, sid, state, written.state)
+        statuses = written.statuses
+        # what this call stored, this process now holds (a number stored already is not ours)
+        mine = [m for m, st in zip(written.messages, statuses, strict=True) if st == "created"]
+        self.held.put_turns(scope, sid, state.incarnation, mine)
         stored = sum(s == "created" for s in statuses)
         return Outcome(sid, seqs, stored, [*idle_cuts, *new_cuts])
+
+    def _append_keys(
+        self, sid: str, state: SessionState, done: set[int], explicit: bool
+    ) -> list[str]:
+        """What an append over ``state`` reads: its open batches not seen ``done``, and
+        (numbers not given) the numbers past its end."""
+        probe = [] if explicit else [message_key(sid, state.next_seq + i) for i in range(PROBE)]
+        return [*(batch_key(sid, f) for f in state.open_batches if f not in done), *probe]
 
     def _prune(
         self, scope: Scope, sid: str, state: SessionState, docs: Sequence[Versioned | None]
@@ -128,7 +156,10 @@ class Appending(BatchJobs):
         """Batches done since are no longer open; those whose lease passed start again."""
         still = []
         for first, doc in zip(state.open_batches, docs, strict=True):
-            if doc is None or doc.source.get("status") in ("done", "failed"):
+            status = doc.source.get("status") if doc is not None else None
+            if status == "done":
+                self.held.put_done(scope, sid, state.incarnation, first)
+            if doc is None or status in ("done", "failed"):
                 continue
             still.append(first)
             lease = _parse(doc.source.get("lease_until"))

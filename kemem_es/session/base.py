@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from kemem_es.config import SessionSettings
 from kemem_es.contract.memory import AddResult
 from kemem_es.memory.extract import Extraction, Extractor
+from kemem_es.session.cache import TurnCache
 from kemem_es.session.summary import Summarizer
 from kemem_es.session.tokens import TokenCounter
 from kemem_es.session.window import Cut, SessionState
@@ -96,14 +97,26 @@ class ManagerBase:
         self._locks: dict[tuple[Scope, str], threading.Lock] = {}
         self._guard = threading.Lock()
         self._queued: set[tuple[Scope, str, int]] = set()
-        # the state this process last wrote or read per session: ``view`` reads the state and
-        # the turns it implies in one round trip, and checks that the state is still that one
-        self._known: dict[tuple[Scope, str], SessionState] = {}
+        # the state this process last wrote or read per session (with the document as written
+        # or read): ``view`` reads the state and what it implies in one round trip, and checks
+        # that the state is still that one; the window job and the summary check take it as is
+        self._known: dict[tuple[Scope, str], tuple[SessionState, Versioned | None]] = {}
+        # the messages this process wrote or read and the batches it saw done (session/cache.py)
+        self.held = TurnCache()
 
-    def _remember(self, scope: Scope, sid: str, state: SessionState) -> None:
+    def _remember(
+        self, scope: Scope, sid: str, state: SessionState, version: Versioned | None = None
+    ) -> None:
         if len(self._known) >= STATES_KEPT:
             self._known.clear()
-        self._known[(scope, sid)] = state
+        self._known[(scope, sid)] = (state, version)
+
+    def forget(self, scope: Scope, sid: str | None = None) -> None:
+        """A session (``None``: every session of the scope) deleted: what this process holds
+        of it goes (its incarnation token already keeps a session created again apart)."""
+        for key in [k for k in list(self._known) if k[0] == scope and (sid is None or k[1] == sid)]:
+            self._known.pop(key, None)
+        self.held.drop(scope, sid)
 
     def _lock(self, scope: Scope, session_id: str) -> threading.Lock:
         with self._guard:

@@ -24,6 +24,7 @@ from kemem_es.session.window import SessionState
 from kemem_es.store.scope import Scope
 from kemem_es.store.sessions import (
     batch_key,
+    message_key,
     state_key,
 )
 
@@ -65,7 +66,8 @@ class BatchJobs(Viewing):
         batch record its session's state does not list (its write lost to another writer's)
         is not extracted: its turns belong to the batches the state does list."""
         batch, state = self.store.get_docs(scope, [batch_key(sid, first_seq), state_key(sid)])
-        listed = state is not None and first_seq in SessionState.of(state.source).open_batches
+        current = SessionState.of(state.source if state is not None else None)
+        listed = state is not None and first_seq in current.open_batches
         if batch is not None and not listed:
             log.warning("batch %d of a session is listed by no state: left alone", first_seq)
             return []
@@ -75,9 +77,7 @@ class BatchJobs(Viewing):
         src = claimed.source
         names = {k: src[k] for k in ("user_name", "agent_name") if src.get(k)}
         if src.get("status") != "extracted" or not isinstance(src.get("result"), dict):
-            msgs = self.store.messages_by_seq(
-                scope, sid, int(src["first_seq"]), int(src["last_seq"])
-            )
+            msgs = self._messages(scope, sid, current, int(src["first_seq"]), int(src["last_seq"]))
             try:
                 found = self._extract(msgs, names)
             except ExtractionError as exc:
@@ -97,7 +97,24 @@ class BatchJobs(Viewing):
             self.batches.failed(scope, claimed, str(exc))
             raise
         self.batches.done(scope, claimed, [r.id for r in written])
+        self.held.put_done(scope, sid, current.incarnation, first_seq)
         return written
+
+    def _messages(
+        self, scope: Scope, sid: str, state: SessionState, first: int, last: int
+    ) -> list[dict[str, Any]]:
+        """Messages ``first``..``last`` in order: those this process holds, the rest read."""
+        inc = state.incarnation
+        held = self.held.turns(scope, sid, inc, range(first, last + 1))
+        missing = [n for n in range(first, last + 1) if n not in held]
+        keys = [message_key(sid, n) for n in missing]
+        read = {
+            int(d.source["seq"]): d.source
+            for d in self.store.get_docs(scope, keys)
+            if d is not None
+        }
+        self.held.put_turns(scope, sid, inc, read.values())
+        return [m for n in range(first, last + 1) if (m := held.get(n) or read.get(n))]
 
     def _extract(self, msgs: list[dict[str, Any]], names: Mapping[str, str]) -> Extraction:
         turns = [

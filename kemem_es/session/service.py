@@ -138,7 +138,9 @@ class Sessions:
             try:
                 with self._guard:
                     self._preparing.discard(key)  # an add from now on queues its own
-                view = self.manager.view(scope, sid)
+                # the state this process just wrote, as it is (a write over its version
+                # fails if another process changed it since), and the turns it holds
+                view = self.manager.view(scope, sid, fresh=False)
                 turns = _context_of(view.turns)
                 if turns and self.prepare is not None:
                     self.prepare(turns)
@@ -341,10 +343,17 @@ class Sessions:
 
     def delete(self, scope: Scope, session_id: object, forget: bool = False) -> int:
         """Delete one session's messages, state and batches (history: one entry)."""
-        return self.store.delete(scope, checked_session(session_id), forget)
+        sid = checked_session(session_id)
+        try:
+            return self.store.delete(scope, sid, forget)
+        finally:
+            self.manager.forget(scope, sid)
 
     def delete_scope(self, scope: Scope, forget: bool = False) -> int:
-        return self.store.delete(scope, None, forget)
+        try:
+            return self.store.delete(scope, None, forget)
+        finally:
+            self.manager.forget(scope)
 
 
 def _context_of(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:

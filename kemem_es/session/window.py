@@ -31,6 +31,9 @@ class SessionState:
     user_name: str | None = None
     agent_name: str | None = None
     last_at: str | None = None
+    # a token written when the session is created: a session deleted and created again under
+    # the same id has another one (what a process's held turns are keyed by, session/cache.py)
+    incarnation: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -48,6 +51,7 @@ class SessionState:
             user_name=source.get("user_name"),
             agent_name=source.get("agent_name"),
             last_at=source.get("last_at"),
+            incarnation=source.get("incarnation") or None,
         )
 
     def fields(self) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class SessionState:
             "user_name": self.user_name,
             "agent_name": self.agent_name,
             "last_at": self.last_at,
+            "incarnation": self.incarnation,
             "window_open": self.next_seq > self.window_from,  # what the idle sweep looks for
         }
 

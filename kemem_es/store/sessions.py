@@ -35,7 +35,13 @@ LIST_MAX = 10_000  # messages one listing returns at most (the engine's default 
 # The prepared window vector (search.shared_window) lives on the state: a newer add replaces
 # the state and so drops it; deleting the session deletes it.
 WINDOW_FIELD = "window_vector"
-ADDED = {"window_open": {"type": "boolean"}, WINDOW_FIELD: {"type": "object", "enabled": False}}
+# ``incarnation``: a token the state gets when the session is created, stamped on its messages
+# (a process keeps the turns it holds per incarnation: session/cache.py).
+ADDED = {
+    "window_open": {"type": "boolean"},
+    WINDOW_FIELD: {"type": "object", "enabled": False},
+    "incarnation": {"type": "keyword", "index": False},
+}
 
 
 def sessions_alias(prefix: str) -> str:
@@ -66,6 +72,16 @@ class Versioned:
     source: dict[str, Any]
     seq_no: int
     primary_term: int
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``SessionStore.write`` did: per message ``created`` or ``exists``, and the state
+    document as written (its source and new concurrency token)."""
+
+    statuses: list[str]
+    state: Versioned
+    messages: list[dict[str, Any]]  # the message documents as sent, in order
 
 
 class SessionStore:
@@ -172,28 +188,37 @@ class SessionStore:
         return [{"index": meta}, doc]
 
     def _message_lines(
-        self, scope: Scope, session_id: str, messages: Sequence[Mapping[str, Any]]
+        self,
+        scope: Scope,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        incarnation: str | None = None,
     ) -> list[dict[str, Any]]:
         lines: list[dict[str, Any]] = []
+        stamp = {"incarnation": incarnation} if incarnation else {}
         for m in messages:
             key = message_key(session_id, int(m["seq"]))
             meta = {"_index": self.alias, "_id": scope.doc_id(key), "routing": scope.routing}
-            doc = self._base(scope, session_id, "message", key) | {
-                "seq": int(m["seq"]),
-                "role": m["role"],
-                "name": m.get("name"),
-                "content": m["content"],
-                "at": m.get("at") or utc_now(),
-            }
+            doc = (
+                self._base(scope, session_id, "message", key)
+                | {
+                    "seq": int(m["seq"]),
+                    "role": m["role"],
+                    "name": m.get("name"),
+                    "content": m["content"],
+                    "at": m.get("at") or utc_now(),
+                }
+                | stamp
+            )
             lines += [{"create": meta}, doc]
         return lines
 
     def put_state(
         self, scope: Scope, session_id: str, fields: Mapping[str, Any], version: Versioned | None
-    ) -> None:
+    ) -> Versioned:
         """Write the session's state over ``version`` (None: it must not exist yet);
-        ConcurrentChange when another writer changed it meanwhile."""
-        self.write(scope, session_id, [], [], fields, version)
+        ConcurrentChange when another writer changed it meanwhile. Returns it as written."""
+        return self.write(scope, session_id, [], [], fields, version).state
 
     def put_window(
         self, scope: Scope, session_id: str, rec: Mapping[str, Any], version: Versioned
@@ -225,13 +250,15 @@ class SessionStore:
         extra: Sequence[dict[str, Any]],
         state: Mapping[str, Any],
         version: Versioned | None,
-    ) -> list[str]:
+    ) -> Written:
         """One round trip: the messages (``create``: a (session, seq) stored already is left as
-        it is), ``extra`` bulk lines (batch records), then the state over ``version``.
-        Returns per message ``"created"`` or ``"exists"``; ConcurrentChange when the state
+        it is; stamped with the state's ``incarnation``), ``extra`` bulk lines (batch records),
+        then the state over ``version``. Returns per message ``"created"`` or ``"exists"`` and
+        the state as written (its new concurrency token); ConcurrentChange when the state
         changed meanwhile (the messages and batches are stored: writing them again is a no-op)."""
         self.install()
-        lines = self._message_lines(scope, session_id, messages) + list(extra)
+        incarnation = state.get("incarnation")
+        lines = self._message_lines(scope, session_id, messages, incarnation) + list(extra)
         lines += self._state_line(scope, session_id, state, version)
         with activity("writing a session"):
             resp = self.engine.bulk(lines)
@@ -243,7 +270,13 @@ class SessionStore:
             {"items": [i for i in resp["items"] if next(iter(i.values())).get("status") != 409]},
             "writing a session",
         )
-        return ["exists" if i.get("status") == 409 else "created" for i in items[: len(messages)]]
+        statuses = [
+            "exists" if i.get("status") == 409 else "created" for i in items[: len(messages)]
+        ]
+        last = items[-1]
+        written = Versioned(dict(lines[-1]), int(last["_seq_no"]), int(last["_primary_term"]))
+        docs = lines[1 : 2 * len(messages) : 2]
+        return Written(statuses, written, docs)
 
     def _drop_orphans(self, scope: Scope, items: Sequence[Mapping[str, Any]]) -> None:
         """Batch records this write created although its state write lost (another writer

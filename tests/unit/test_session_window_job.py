@@ -23,7 +23,7 @@ TURNS = [{"role": "user", "content": "我昨天去爬山了"}, {"role": "assista
 class Manager:
     store = None
 
-    def view(self, scope: Scope, sid: str) -> Any:
+    def view(self, scope: Scope, sid: str, fresh: bool = True) -> Any:
         return SimpleNamespace(turns=TURNS)
 
 
