@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from kemem_es.config import SessionSettings
 from kemem_es.contract.memory import AddResult
 from kemem_es.memory.extract import Extraction, Extractor
-from kemem_es.session.cache import TurnCache
+from kemem_es.session.held import HeldTurns
 from kemem_es.session.summary import Summarizer
 from kemem_es.session.tokens import TokenCounter
 from kemem_es.session.window import Cut, SessionState
@@ -101,8 +101,8 @@ class ManagerBase:
         # or read): ``view`` reads the state and what it implies in one round trip, and checks
         # that the state is still that one; the window job and the summary check take it as is
         self._known: dict[tuple[Scope, str], tuple[SessionState, Versioned | None]] = {}
-        # the messages this process wrote or read and the batches it saw done (session/cache.py)
-        self.held = TurnCache()
+        # the messages this process wrote or read and the batches it saw done (session/held.py)
+        self.held = HeldTurns()
 
     def _remember(
         self, scope: Scope, sid: str, state: SessionState, version: Versioned | None = None

@@ -32,7 +32,7 @@ class SessionState:
     agent_name: str | None = None
     last_at: str | None = None
     # a token written when the session is created: a session deleted and created again under
-    # the same id has another one (what a process's held turns are keyed by, session/cache.py)
+    # the same id has another one (what a process's held turns are keyed by, session/held.py)
     incarnation: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -36,7 +36,7 @@ LIST_MAX = 10_000  # messages one listing returns at most (the engine's default 
 # the state and so drops it; deleting the session deletes it.
 WINDOW_FIELD = "window_vector"
 # ``incarnation``: a token the state gets when the session is created, stamped on its messages
-# (a process keeps the turns it holds per incarnation: session/cache.py).
+# (a process keeps the turns it holds per incarnation: session/held.py).
 ADDED = {
     "window_open": {"type": "boolean"},
     WINDOW_FIELD: {"type": "object", "enabled": False},

@@ -1,4 +1,4 @@
-"""A view reads only what its process does not hold (session/cache.py), and never shows what it
+"""A view reads only what its process does not hold (session/held.py), and never shows what it
 should not: a session deleted and created again under the same id shows none of the old turns
 (its numbers start at 0 again); another process's messages are seen; a turn's view reads a
 handful of documents, not the whole window."""

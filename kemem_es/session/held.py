@@ -39,7 +39,7 @@ class _Held:
     done: set[int] = field(default_factory=set)  # batches (first seq) seen done
 
 
-class TurnCache:
+class HeldTurns:
     """Messages and done batches per (scope, session, incarnation); thread-safe."""
 
     def __init__(self, sessions: int = SESSIONS_HELD, turns: int = TURNS_HELD) -> None:
