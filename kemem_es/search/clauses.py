@@ -131,14 +131,18 @@ def match_clauses(words: Sequence[SearchWord], fields: Sequence[str]) -> list[di
     client's time building its bodies, and request bytes for the engine to parse)."""
     values: dict[str, set[str]] = {}
     phrases: list[dict[str, Any]] = []
+    # each field's kind, looked up once per call rather than once per word (issue 42)
+    kinds = [
+        (f, f in KEYWORD_ONLY_FIELDS, f in EXPANSION_SKIP_FIELDS, f in EXACT_FIELDS) for f in fields
+    ]
     for w in words:
         tokens = w.toks
-        for field in fields:
-            if w.single_char and field not in KEYWORD_ONLY_FIELDS:
+        for field, keyword_only, expansion_skip, exact in kinds:
+            if w.single_char and not keyword_only:
                 continue
-            if w.level is not None and field in EXPANSION_SKIP_FIELDS:
+            if w.level is not None and expansion_skip:
                 continue
-            if field in EXACT_FIELDS:
+            if exact:
                 values.setdefault(field, set()).add(w.word)
                 continue
             if len(tokens) == 1:

@@ -51,8 +51,10 @@ class KeyRing:
         return found
 
 
-def authenticate(request: Request) -> Access:
-    """The FastAPI dependency: the caller's access, or 401."""
+async def authenticate(request: Request) -> Access:
+    """The FastAPI dependency: the caller's access, or 401. ``async`` though it never waits:
+    FastAPI runs a plain ``def`` dependency in its thread pool, a thread hop per request for a
+    few dictionary lookups (issue 42)."""
     ring: KeyRing = request.app.state.keyring
     return ring.access(request.headers.get("authorization"))
 

@@ -102,7 +102,7 @@ class ScopeArgs:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "db": self.db}
 
 
-def scope_args(
+async def scope_args(  # async: no thread-pool hop (see authenticate)
     request: Request,
     user_id: str | None = UserId,
     agent_id: str | None = AgentId,

@@ -119,7 +119,22 @@ async def _run(
 async def query(
     body: QueryRequest, request: Request, response: Response, access: Access = Depends(authenticate)
 ) -> Any:
-    return (await _run(request, response, body, access)).to_contract()
+    resp = await _run(request, response, body, access)
+    return contract_json(resp, response)
+
+
+def contract_json(resp: QueryResponse, response: Response) -> Response:
+    """The v23 answer as JSON, written by pydantic in one step: the same JSON as returning
+    ``resp.to_contract()`` through ``response_model`` (which validates that dict back into a
+    QueryResponse, dumps it again and encodes it with ``json.dumps``: ~0.3 ms a query, issue
+    42). The degraded header set on ``response`` goes with it."""
+    out = Response(
+        resp.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
+    )
+    degraded = response.headers.get(DEGRADED_HEADER)
+    if degraded is not None:
+        out.headers[DEGRADED_HEADER] = degraded
+    return out
 
 
 @router.post("/query_simple", summary="Recall memories: only their texts")

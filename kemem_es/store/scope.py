@@ -43,6 +43,10 @@ def checked_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field}: {problem}", field=field) from None
 
 
+_SCOPES_MAX = 10_000  # scopes remembered by Scope.of (the cache starts over beyond)
+_SCOPES: dict[tuple[str | None, str | None, str], Scope] = {}
+
+
 @dataclass(frozen=True)
 class Scope:
     db: Database
@@ -51,7 +55,22 @@ class Scope:
 
     @classmethod
     def of(cls, *, agent_id: str | None, user_id: str | None = None, db: str = "user") -> Scope:
-        """The scope rule. Raises InvalidInput naming the field that breaks it."""
+        """The scope rule. Raises InvalidInput naming the field that breaks it. Scopes that
+        pass are remembered (a query builds ~15 of the same few: issue 42); errors never."""
+        plain = type(agent_id) is str and type(db) is str and type(user_id) in (str, type(None))
+        if plain and cls is Scope:
+            known = _SCOPES.get((agent_id, user_id, db))
+            if known is not None:
+                return known
+        scope = cls._of(agent_id=agent_id, user_id=user_id, db=db)
+        if plain and cls is Scope:
+            if len(_SCOPES) >= _SCOPES_MAX:
+                _SCOPES.clear()
+            _SCOPES[(agent_id, user_id, db)] = scope
+        return scope
+
+    @classmethod
+    def _of(cls, *, agent_id: str | None, user_id: str | None, db: str) -> Scope:
         database = _DATABASE.get(db) if isinstance(db, str) else None
         if database is None:
             shown = repr(db)[:60] if isinstance(db, str) else f"a {type(db).__name__}"

@@ -46,6 +46,46 @@ def name_word(word: str) -> bool:
     return 1 < len(word) <= 12 and dictionary_word(word)
 
 
+_KEPT_NAMES: dict[str, str] = {}  # a name → its normalised form ("": not kept), see scoped
+_KEPT_NAMES_MAX = 200_000
+
+
+def _kept_name(name: str) -> str:
+    """``name`` normalised as a scoped view keeps it, or "" when it is not a ``name_word``.
+    Memoised: a scope's names are mostly an agent's official ones, shared by every user, and
+    each new scope (or names renewed after their TTL) built its view by normalising all of
+    them again — ~2,000 NFKC normalisations, milliseconds per new user (issue 42)."""
+    kept = _KEPT_NAMES.get(name)
+    if kept is None:
+        norm = normalize(name).strip()
+        kept = norm if name_word(norm) else ""
+        if len(_KEPT_NAMES) >= _KEPT_NAMES_MAX:
+            _KEPT_NAMES.clear()
+        _KEPT_NAMES[name] = kept
+    return kept
+
+
+_SELF_KEPT: set[str] = set()  # names that are their own kept form (the store's already are)
+
+
+def _kept_names(names: frozenset[str]) -> frozenset[str]:
+    """The names a scoped view keeps (``_kept_name`` of each); ``names`` itself when each is
+    already its own kept form, as a scope's names from the store are (store/names): then the
+    check is one subset test in C, not a normalisation per name."""
+    if names <= _SELF_KEPT:
+        return names
+    kept = []
+    for name in names:
+        form = _kept_name(name)
+        if form:
+            kept.append(form)
+            if form == name:
+                if len(_SELF_KEPT) >= _KEPT_NAMES_MAX:
+                    _SELF_KEPT.clear()
+                _SELF_KEPT.add(name)
+    return frozenset(kept)
+
+
 def _join_names(
     norm: str, spans: list[tuple[str, int, int]], names: frozenset[str], longest: int
 ) -> list[tuple[str, int, int]]:
@@ -174,13 +214,13 @@ class Tokenizer:
         view = self._views.get(key)
         if view is not None:
             return view
-        kept = frozenset(n for n in (normalize(x).strip() for x in key) if name_word(n))
+        kept = _kept_names(key)
         if kept == self.names:
             return self
         self._engine()  # loaded once, shared by every view
         view = copy.copy(self)
         view.names = kept
-        view._longest_name = max((len(n) for n in kept), default=0)
+        view._longest_name = max(map(len, kept), default=0)
         view._views = {}
         if len(self._views) >= VIEWS_CACHED:
             self._views.clear()
