@@ -140,6 +140,20 @@ def sessions_counts(km: Any) -> dict[str, float]:
         return {}
 
 
+def drop_sessions(url: str, works: Sequence[Workload]) -> None:
+    """Delete the sessions a run wrote (measured already): left idle, the next server's sweep
+    would extract them at its start, inside another run's measurement."""
+    import httpx
+
+    for w in works:
+        if w.kind == "session" and w.turns:
+            httpx.delete(
+                f"{url}/v1/sessions/{w.session}",
+                params={"user_id": w.user, "agent_id": AGENT},
+                timeout=60,
+            ).raise_for_status()
+
+
 def start_delay(args: argparse.Namespace, i: int) -> float:
     """Seconds client ``i`` waits before its first request (``--stagger``): the clients'
     starts spread over one cycle of a client (a think time per request; a session turn is
@@ -317,8 +331,11 @@ def run_http(
         cpu0, eng0, load0 = tree_cpu_ms(proc.pid), latency.engine_cpu_ms(km), os.getloadavg()
         sess0 = sessions_counts(km)
 
+        sessions: list[Workload] = []
+
         async def client(i: int, until: float) -> None:
             work = workload(args, i)
+            sessions.append(work)
             async with httpx.AsyncClient(base_url=url, timeout=30) as c:
                 await asyncio.sleep(start_delay(args, i))
                 while time.monotonic() < until:
@@ -367,6 +384,7 @@ def run_http(
             loadavg_before=[round(x, 1) for x in load0],
             loadavg_after=[round(x, 1) for x in os.getloadavg()],
         )
+        drop_sessions(url, sessions)
         return out
     finally:
         proc.send_signal(signal.SIGINT)
