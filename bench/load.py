@@ -140,18 +140,30 @@ def sessions_counts(km: Any) -> dict[str, float]:
         return {}
 
 
+DROP_TRIES = 5  # deletes of a run's session while its extraction finishes
+
+
 def drop_sessions(url: str, works: Sequence[Workload]) -> None:
     """Delete the sessions a run wrote (measured already): left idle, the next server's sweep
-    would extract them at its start, inside another run's measurement."""
+    would extract them at its start, inside another run's measurement. A session whose batch
+    is still being extracted answers 409 (deleting again removes the rest): tried again."""
     import httpx
 
     for w in works:
-        if w.kind == "session" and w.turns:
-            httpx.delete(
+        if w.kind != "session" or not w.turns:
+            continue
+        for attempt in range(DROP_TRIES):
+            r = httpx.delete(
                 f"{url}/v1/sessions/{w.session}",
                 params={"user_id": w.user, "agent_id": AGENT},
                 timeout=60,
-            ).raise_for_status()
+            )
+            if r.status_code != 409:
+                r.raise_for_status()
+                break
+            time.sleep(1.0 + attempt)
+        else:
+            print(f"load: session {w.session} still busy, left in the store", file=sys.stderr)
 
 
 def start_delay(args: argparse.Namespace, i: int) -> float:
