@@ -44,6 +44,13 @@ def counting(km: Kemem) -> dict[str, int]:
     return seen
 
 
+def another_process(kemem: Kemem) -> Kemem:
+    """A second Kemem on the same indices (a server worker of its own), sharing the model."""
+    other = Kemem(kemem.settings)
+    other.embedder = kemem.embedder
+    return other
+
+
 @pytest.mark.engine
 def test_a_session_created_again_never_shows_the_old_turns(kemem: Kemem) -> None:
     kemem.init()
@@ -62,8 +69,7 @@ def test_a_session_created_again_never_shows_the_old_turns(kemem: Kemem) -> None
 @pytest.mark.engine
 def test_created_again_by_another_process_never_shows_the_old_turns(kemem: Kemem) -> None:
     kemem.init()
-    other = Kemem(kemem.settings)
-    other.embedder = kemem.embedder
+    other = another_process(kemem)
     for i in range(3):
         kemem.add(turn(i, "旧"), session_id="s", **A)
     assert len(dialogue(kemem, "s")) == 6  # this process holds the old incarnation's turns
@@ -78,8 +84,7 @@ def test_created_again_by_another_process_never_shows_the_old_turns(kemem: Kemem
 @pytest.mark.engine
 def test_another_process_messages_are_seen(kemem: Kemem) -> None:
     kemem.init()
-    other = Kemem(kemem.settings)
-    other.embedder = kemem.embedder
+    other = another_process(kemem)
     kemem.add(turn(0, "甲"), session_id="s", **A)
     assert len(dialogue(kemem, "s")) == 2
     other.add(turn(1, "乙"), session_id="s", **A)
