@@ -169,8 +169,10 @@ def _stream(request: Request, upstream: Any, kind: Kind, turn: Turn) -> Streamin
             finished = True
         finally:
             await upstream.aclose()
-            if finished:  # not on a client that left (the generator is closed mid-way)
-                _after(request, turn, seen, kind)
+        # not for a client that left: the generator is closed mid-way, or (the server had not
+        # yet told the response) the last chunks went nowhere and the server knows it by now
+        if finished and not await request.is_disconnected():
+            _after(request, turn, seen, kind)
 
     headers = {MEMORY_INFO_HEADER: _info_header(turn.info), "Cache-Control": "no-cache"}
     ctype = upstream.headers.get("content-type", "text/event-stream")
