@@ -36,13 +36,45 @@ def _module_name() -> str:
     return spec.name if spec else Path(sys.argv[0]).name
 
 
+# The instruction sets the int8 model and the engine's vector code run faster with. The same
+# 2-core "AMD EPYC" label has covered hosts on which one tree's load benchmark differed ~5x
+# (bench/results/2026-11-29-host); numbers are comparable only within one host.
+SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_details(cpuinfo: str) -> dict[str, Any]:
+    """The first processor's model name, family/model numbers, MHz and the SIMD_FLAGS it has."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor only
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    mhz = fields.get("cpu MHz")
+    return {
+        "cpu": fields.get("model name", ""),
+        "cpu_family_model": f"{fields.get('cpu family', '?')}/{fields.get('model', '?')}",
+        "cpu_mhz": round(float(mhz)) if mhz and mhz.replace(".", "", 1).isdigit() else None,
+        "simd": [f for f in SIMD_FLAGS if f in flags],
+    }
+
+
+def cpu_label(machine: dict[str, Any]) -> str:
+    """ "AMD EPYC, family/model 25/1, avx2": what a report names the host by (older records
+    have the model name only)."""
+    parts = [machine.get("cpu") or "?"]
+    if "cpu_family_model" in machine:
+        parts.append(f"family/model {machine['cpu_family_model']}")
+        parts.append(" ".join(machine.get("simd") or ["no AVX2"]))
+    return ", ".join(parts)
+
+
 def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or ""
+    cpu = cpu_details("")
     with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpu = cpu_details(Path("/proc/cpuinfo").read_text())
+    cpu["cpu"] = cpu["cpu"] or platform.processor()
     ram_gib = None
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -52,7 +84,7 @@ def machine_info() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
         "ram_gib": ram_gib,
-        "cpu": cpu,
+        **cpu,
         "platform": platform.platform(),
         "python": platform.python_version(),
     }

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_info
+from bench.common import cpu_label, machine_info
 
 TARGETS = {"per_user_p50": 15.0, "per_user_p99": 50.0, "vectors_docs_per_s": 3000.0}
 
@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = [
         f"# {args.title}",
         "",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['platform']}, "
+        f"- machine: {m['nproc']} CPUs ({cpu_label(m)}), {m['ram_gib']} GiB RAM, {m['platform']}, "
         f"Python {m['python']}",
         "",
     ]

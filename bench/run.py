@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import latency, memdaily
-from bench.common import RESULTS, SHARED, STAGES, stamp
+from bench.common import RESULTS, SHARED, STAGES, cpu_label, stamp
 
 DEFAULT_DATA = SHARED / "data/dev/memdaily"
 PROFILES = {
@@ -142,7 +142,7 @@ def report(result: dict[str, Any], profile: str) -> str:
         f"# kemem-es benchmark — {profile} — {st['date']}",
         "",
         f"- command: `{st['command']}`",
-        f"- machine: {m['nproc']} CPUs ({m['cpu']}), {m['ram_gib']} GiB RAM, {m['platform']}, "
+        f"- machine: {m['nproc']} CPUs ({cpu_label(m)}), {m['ram_gib']} GiB RAM, {m['platform']}, "
         f"Python {m['python']}",
         f"- versions: kemem-es {v.get('kemem-es')} (git {v.get('git_commit')}), "
         f"engine {v.get('engine')} at {v.get('engine_url')}, model {v.get('model')}, "
