@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from kemem_es.bounded import Bounded
 from kemem_es.errors import InvalidInput
 from kemem_es.models import Database, ScopeId
 from kemem_es.store.layout import DATABASES
@@ -43,8 +44,8 @@ def checked_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field}: {problem}", field=field) from None
 
 
-_SCOPES_MAX = 10_000  # scopes remembered by Scope.of (the cache starts over beyond)
-_SCOPES: dict[tuple[str | None, str | None, str], Scope] = {}
+_SCOPES_MAX = 10_000  # scopes remembered by Scope.of (the least recently used go beyond)
+_SCOPES: Bounded[tuple[str | None, str | None, str], Scope] = Bounded(_SCOPES_MAX)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,8 @@ class Scope:
             if known is not None:
                 return known
         scope = cls._of(agent_id=agent_id, user_id=user_id, db=db)
-        if plain and cls is Scope:
-            if len(_SCOPES) >= _SCOPES_MAX:
-                _SCOPES.clear()
-            _SCOPES[(agent_id, user_id, db)] = scope
+        if plain and cls is Scope:  # a thread that built it meanwhile: its object
+            return _SCOPES.setdefault((agent_id, user_id, db), scope)
         return scope
 
     @classmethod
