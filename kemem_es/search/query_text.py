@@ -94,7 +94,7 @@ class QueryText:
     def tokens(self, word: str, tok: Tokenizer) -> tuple[str, ...]:
         """A search word's tokens, as the index has them; lexicon words recur, so cached."""
         key = (word, tok.names)
-        toks = self._word_tokens.get(key)
+        toks = self._word_tokens.peek(key)  # dozens a query (the oldest put goes first)
         if toks is None:
             toks = tuple(t.lower() for t in tok.tokenize(word))
             self._word_tokens.put(key, toks)

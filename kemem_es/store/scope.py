@@ -60,7 +60,7 @@ class Scope:
         pass are remembered (a query builds ~15 of the same few: issue 42); errors never."""
         plain = type(agent_id) is str and type(db) is str and type(user_id) in (str, type(None))
         if plain and cls is Scope:
-            known = _SCOPES.get((agent_id, user_id, db))
+            known = _SCOPES.peek((agent_id, user_id, db))  # not a use: the oldest put goes
             if known is not None:
                 return known
         scope = cls._of(agent_id=agent_id, user_id=user_id, db=db)

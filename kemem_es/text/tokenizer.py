@@ -32,7 +32,7 @@ _HAN = re.compile(r"^[\u3400-\u9fff]+$")
 # jieba keeps a run of latin letters and digits whole by itself; as a dictionary word such a
 # run can only cut longer words apart (a user named Ed: need → ne + ed, education → ed + ucat).
 _LATIN_RUN = re.compile(r"[a-z0-9]+")
-VIEWS_CACHED = 1_000  # scoped views kept (one per recently active scope)
+VIEWS_CACHED = 1_000  # scoped views kept (one per scope's names; the oldest built go first)
 
 
 def dictionary_word(word: str) -> bool:
@@ -206,7 +206,7 @@ class Tokenizer:
         """A view that keeps one scope's ``names`` whole (normalised; 2–12 characters, no
         spaces); the same object when there are none. Cheap: the jieba engine is shared."""
         key = names if isinstance(names, frozenset) else frozenset(names)
-        view = self._views.get(key)
+        view = self._views.peek(key)  # several a query (the oldest built goes first)
         if view is not None:
             return view
         kept = _kept_names(key)

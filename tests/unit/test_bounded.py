@@ -37,6 +37,15 @@ def test_a_membership_test_is_not_a_use() -> None:
     assert m.missing(frozenset({"a", "b"})) == ["a"]
 
 
+def test_a_peek_reads_without_a_use() -> None:
+    m: Bounded[str, int] = Bounded(2)
+    m.put("a", 1)
+    m.put("b", 2)
+    assert m.peek("a") == 1 and m.peek("x") is None
+    m.put("c", 3)  # a was put first: out, although read last
+    assert list(m) == ["b", "c"]
+
+
 def test_putting_a_held_key_replaces_and_refreshes_without_evicting() -> None:
     m: Bounded[str, int] = Bounded(2)
     m.put("a", 1)

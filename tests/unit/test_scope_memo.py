@@ -47,10 +47,9 @@ def test_only_plain_strings_are_remembered() -> None:
     assert all(type(k[0]) is str for k in sc._SCOPES)
 
 
-def test_the_memo_keeps_the_most_recently_used(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_memo_keeps_the_newest_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sc, "_SCOPES", Bounded(2))
-    first = Scope.of(agent_id="memo-0", user_id="u")
-    for i in range(1, 5):
-        Scope.of(agent_id=f"memo-{i}", user_id="u")
-        assert Scope.of(agent_id="memo-0", user_id="u") is first  # used: kept
-    assert len(sc._SCOPES) == 2
+    built = [Scope.of(agent_id=f"memo-{i}", user_id="u") for i in range(5)]
+    assert list(sc._SCOPES) == [("memo-3", "u", "user"), ("memo-4", "u", "user")]
+    assert Scope.of(agent_id="memo-4", user_id="u") is built[4]
+    assert Scope.of(agent_id="memo-0", user_id="u") == built[0]  # built again
