@@ -5,12 +5,12 @@ are handed to it (``store.names``: kept whole, and its user's and agent's never 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from kemem_es.bounded import Bounded
 from kemem_es.contract.params import QueryParams
 from kemem_es.expand.expander import Expander
 from kemem_es.search import shared_window
@@ -31,8 +31,6 @@ from kemem_es.text.tokenizer import Tokenizer
 WORD_CACHE_SIZE = 50_000
 CONTEXT_CACHE_SIZE = 4_096  # dialogue windows: ~2 KB of vector each
 WINDOW_TEXT_CACHE_SIZE = 256  # earlier turns' window texts (a context builds one twice)
-K = TypeVar("K")
-V = TypeVar("V")
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
 MAX_BRIDGES = 2
@@ -76,12 +74,14 @@ class QueryText:
         self.embedder = embedder
         self.tokenizer = tokenizer
         self.expander = expander
-        self._word_tokens: dict[tuple[str, frozenset[str]], tuple[str, ...]] = {}
-        self._word_vectors: dict[str, np.ndarray] = {}
-        # earlier-turn windows → their vectors (context_vector="earlier"), oldest first
-        self._context_vectors: dict[str, np.ndarray] = {}
+        self._word_tokens: Bounded[tuple[str, frozenset[str]], tuple[str, ...]] = Bounded(
+            WORD_CACHE_SIZE
+        )
+        self._word_vectors: Bounded[str, np.ndarray] = Bounded(WORD_CACHE_SIZE)
+        # earlier-turn windows → their vectors (context_vector="earlier")
+        self._context_vectors: Bounded[str, np.ndarray] = Bounded(CONTEXT_CACHE_SIZE)
         # earlier turns → their window's text and whether turns were dropped (earlier_window)
-        self._windows: dict[tuple[Turn, ...], tuple[str, bool]] = {}
+        self._windows: Bounded[tuple[Turn, ...], tuple[str, bool]] = Bounded(WINDOW_TEXT_CACHE_SIZE)
         # each utterance's and turn's own vector (context_vector="turns"; search.turn_vectors)
         self.turn_vectors = TurnCache()
 
@@ -94,17 +94,15 @@ class QueryText:
     def tokens(self, word: str, tok: Tokenizer) -> tuple[str, ...]:
         """A search word's tokens, as the index has them; lexicon words recur, so cached."""
         key = (word, tok.names)
-        toks = self._word_tokens.get(key)
+        toks = self._word_tokens.peek(key)  # dozens a query (the oldest put goes first)
         if toks is None:
             toks = tuple(t.lower() for t in tok.tokenize(word))
-            if len(self._word_tokens) >= WORD_CACHE_SIZE:
-                self._word_tokens.clear()
-            self._word_tokens[key] = toks
+            self._word_tokens.put(key, toks)
         return toks
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
         """Embeddings of lexicon words, cached. Read into a local dict first: another thread's
-        query may clear the cache (when it is full) while this one embeds."""
+        query may evict a word (when the cache is full) while this one embeds."""
         found: dict[str, np.ndarray] = {}
         for w in dict.fromkeys(words):
             v = self._word_vectors.get(w)
@@ -112,10 +110,9 @@ class QueryText:
                 found[w] = v
         missing = [w for w in dict.fromkeys(words) if w not in found]
         if missing:
-            if len(self._word_vectors) + len(missing) > WORD_CACHE_SIZE:
-                self._word_vectors.clear()
             for w, v in zip(missing, self.embedder.embed(missing), strict=True):
-                found[w] = self._word_vectors[w] = np.asarray(v, dtype=np.float32)
+                found[w] = np.asarray(v, dtype=np.float32)
+            self._word_vectors.update((w, found[w]) for w in missing)
         return np.stack([found[w] for w in words])
 
     def prune_expansions(
@@ -351,7 +348,7 @@ class QueryText:
         if found is None:
             window, cut = dialogue_window("", list(turns), EMBED_MAX_TOKENS, self.length)
             found = (window.rstrip("\n"), cut)
-            _put_bounded(self._windows, key, found, WINDOW_TEXT_CACHE_SIZE)
+            self._windows.put(key, found)
         return found
 
     def prepare_context(self, turns: Sequence[Turn], context_vector: str = "earlier") -> bool:
@@ -400,7 +397,7 @@ class QueryText:
         return self._context_vectors.get(window)
 
     def _remember(self, window: str, vec: np.ndarray) -> None:
-        _put_bounded(self._context_vectors, window, vec, CONTEXT_CACHE_SIZE)
+        self._context_vectors.put(window, vec)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Query-side texts in one call, with the model's query prefix when it has one
@@ -413,15 +410,6 @@ class QueryText:
         each, so 250 characters held a third of what the model reads), else its characters."""
         count = getattr(self.embedder, "count_tokens", None)
         return count([text])[0] if count is not None else len(text)
-
-
-def _put_bounded(cache: dict[K, V], key: K, value: V, size: int) -> None:
-    """Insert, dropping the oldest entry when full; safe without a lock (another thread may
-    have dropped it first: a lost eviction only lets the dict run one over)."""
-    if len(cache) >= size:
-        with contextlib.suppress(StopIteration, KeyError, RuntimeError):
-            del cache[next(iter(cache))]
-    cache[key] = value
 
 
 def _query_names(params: QueryParams, turns: Sequence[Turn]) -> list[str]:

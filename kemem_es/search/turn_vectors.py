@@ -13,11 +13,11 @@ reply, before the user speaks. A chat turn then embeds about what a bare utteran
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+
+from kemem_es.bounded import Bounded
 
 # Query-side vectors of the texts said in dialogues (a few KB each: 2 KB for 512 dims):
 # thousands of live conversations' recent turns.
@@ -31,13 +31,12 @@ def turn_key(text: str) -> str:
 
 
 class TurnCache:
-    """Vectors of turn texts, the most recently used kept (a bounded LRU); safe to share between
-    the server's threads (one lock around each read and write, never around a model call)."""
+    """Vectors of turn texts by their words, the most recently used kept (``Bounded``: safe to
+    share between the server's threads, never locked around a model call)."""
 
     def __init__(self, size: int = TURN_CACHE_SIZE) -> None:
         self.size = max(1, size)
-        self._lock = threading.Lock()
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vectors: Bounded[str, np.ndarray] = Bounded(self.size)
 
     def __len__(self) -> int:
         return len(self._vectors)
@@ -49,24 +48,16 @@ class TurnCache:
         """The cached vectors of ``texts`` (by text), each marked as just used. Read once into
         the caller's dict: another thread may evict an entry right after."""
         out: dict[str, np.ndarray] = {}
-        with self._lock:
-            for text in texts:
-                key = turn_key(text)
-                vec = self._vectors.get(key)
-                if vec is not None:
-                    self._vectors.move_to_end(key)
-                    out[text] = vec
+        for text in texts:
+            vec = self._vectors.get(turn_key(text))
+            if vec is not None:
+                out[text] = vec
         return out
 
     def put(self, text: str, vector: np.ndarray) -> None:
         key = turn_key(text)
-        if not key:
-            return
-        with self._lock:
-            self._vectors[key] = vector
-            self._vectors.move_to_end(key)
-            while len(self._vectors) > self.size:
-                self._vectors.popitem(last=False)  # the least recently used
+        if key:
+            self._vectors.put(key, vector)
 
 
 def weighted_mean(vectors: Sequence[np.ndarray], weights: Sequence[float]) -> np.ndarray:

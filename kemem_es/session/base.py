@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from kemem_es.bounded import Bounded
 from kemem_es.config import SessionSettings
 from kemem_es.contract.memory import AddResult
 from kemem_es.memory.extract import Extraction, Extractor
@@ -100,22 +101,23 @@ class ManagerBase:
         # the state this process last wrote or read per session (with the document as written
         # or read): ``view`` reads the state and what it implies in one round trip, and checks
         # that the state is still that one; the window job and the summary check take it as is
-        self._known: dict[tuple[Scope, str], tuple[SessionState, Versioned | None]] = {}
+        self._known: Bounded[tuple[Scope, str], tuple[SessionState, Versioned | None]] = Bounded(
+            STATES_KEPT
+        )
         # the messages this process wrote or read and the batches it saw done (session/held.py)
         self.held = HeldTurns()
 
     def _remember(
         self, scope: Scope, sid: str, state: SessionState, version: Versioned | None = None
     ) -> None:
-        if len(self._known) >= STATES_KEPT:
-            self._known.clear()
-        self._known[(scope, sid)] = (state, version)
+        self._known.put((scope, sid), (state, version))
 
     def forget(self, scope: Scope, sid: str | None = None) -> None:
         """A session (``None``: every session of the scope) deleted: what this process holds
         of it goes (its incarnation token already keeps a session created again apart)."""
-        for key in [k for k in list(self._known) if k[0] == scope and (sid is None or k[1] == sid)]:
-            self._known.pop(key, None)
+        for key in self._known:
+            if key[0] == scope and (sid is None or key[1] == sid):
+                self._known.pop(key)
         self.held.drop(scope, sid)
 
     def _lock(self, scope: Scope, session_id: str) -> threading.Lock:

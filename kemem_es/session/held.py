@@ -20,11 +20,11 @@ dialogue can still show are kept (``prune``).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kemem_es.bounded import Bounded
 from kemem_es.store.scope import Scope
 
 SESSIONS_HELD = 2_000  # sessions whose turns one process keeps (least recently used out)
@@ -40,22 +40,20 @@ class _Held:
 
 
 class HeldTurns:
-    """Messages and done batches per (scope, session, incarnation); thread-safe."""
+    """Messages and done batches per (scope, session, incarnation); thread-safe (the lock
+    keeps each session's entry whole; the sessions' map, ``Bounded``, drops the least recently
+    used beyond ``sessions``)."""
 
     def __init__(self, sessions: int = SESSIONS_HELD, turns: int = TURNS_HELD) -> None:
         self.sessions = sessions
         self.turns_max = turns
-        self._held: OrderedDict[Key, _Held] = OrderedDict()
+        self._held: Bounded[Key, _Held] = Bounded(sessions)
         self._lock = threading.Lock()
 
     def _get(self, key: Key, create: bool) -> _Held | None:
         held = self._held.get(key)
         if held is None and create:
-            held = self._held[key] = _Held()
-            while len(self._held) > self.sessions:
-                self._held.popitem(last=False)
-        if held is not None:
-            self._held.move_to_end(key)
+            held = self._held.setdefault(key, _Held())
         return held
 
     # -- messages -----------------------------------------------------------------------------
@@ -130,8 +128,9 @@ class HeldTurns:
         """Forget a session (every incarnation), or with ``sid=None`` every session of the
         scope."""
         with self._lock:
-            for key in [k for k in self._held if k[0] == scope and (sid is None or k[1] == sid)]:
-                del self._held[key]
+            for key in self._held:
+                if key[0] == scope and (sid is None or key[1] == sid):
+                    self._held.pop(key)
 
     def clear(self) -> None:
         with self._lock:

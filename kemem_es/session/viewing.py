@@ -49,7 +49,7 @@ class Viewing(ManagerBase):
             if state.next_seq:
                 self._remember(scope, sid, state, version)
             else:
-                self._known.pop((scope, sid), None)
+                self._known.pop((scope, sid))
         missing = [k for k in self._wanted(scope, sid, state) if k not in got]
         if missing:
             got.update(zip(missing, self.store.get_docs(scope, missing), strict=True))

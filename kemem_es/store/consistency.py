@@ -25,12 +25,11 @@ the store needs no extra write on the happy path and a check on a NOOP (cached p
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kemem_es.bounded import Bounded
 from kemem_es.contract.memory import Action
 from kemem_es.engine.errors import activity, check_bulk, check_shards
 from kemem_es.models import Database, MemoryKind
@@ -54,8 +53,7 @@ RECOVERED = "recovered"
 
 # -- the per-process cache of versions known recorded -------------------------------------------
 _KNOWN_MAX = 20_000
-_known: OrderedDict[tuple[str, str], str] = OrderedDict()  # (cluster, uid) → version()
-_known_lock = threading.Lock()
+_known: Bounded[tuple[str, str], str] = Bounded(_KNOWN_MAX)  # (cluster, uid) → version()
 
 
 def version(source: dict[str, Any]) -> str | None:
@@ -67,22 +65,17 @@ def version(source: dict[str, Any]) -> str | None:
 
 def known(engine: Engine, uid: str, source: dict[str, Any]) -> bool:
     v = version(source)
-    with _known_lock:
-        return v is not None and _known.get((engine.url, uid)) == v
+    return v is not None and _known.get((engine.url, uid)) == v
 
 
 def note_recorded(engine: Engine, entries: list[dict[str, Any]]) -> None:
     """History entries written: the versions they record are known recorded."""
-    with _known_lock:
-        for e in entries:
-            key = (engine.url, str(e.get("uid")))
-            if e.get("event") in GONE:
-                _known.pop(key, None)
-            elif isinstance(e.get("new"), dict) and (v := version(e["new"])):
-                _known[key] = v
-                _known.move_to_end(key)
-        while len(_known) > _KNOWN_MAX:
-            _known.popitem(last=False)
+    for e in entries:
+        key = (engine.url, str(e.get("uid")))
+        if e.get("event") in GONE:
+            _known.pop(key)
+        elif isinstance(e.get("new"), dict) and (v := version(e["new"])):
+            _known.put(key, v)
 
 
 # -- the newest entries -------------------------------------------------------------------------

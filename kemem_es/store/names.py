@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kemem_es.bounded import Bounded
 from kemem_es.engine.client import Engine, Search
 from kemem_es.errors import KememError
 from kemem_es.models import EntityRecord, MemoryRecord
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 
 NAMES_TTL_S = 300.0  # another process's new names are seen within this (and a read's time)
 REFRESHERS = 2  # background reads of expired names at once
-MAX_SCOPES = 10_000  # scopes remembered; the cache starts over beyond
+MAX_SCOPES = 10_000  # scopes remembered; the least recently used go beyond
 ENTITY_NAMES = 2_000  # a scope's most frequent entity names
 GENERIC = "泛化实体"  # generic entities (a kind of thing, not a name) are not names
 
@@ -86,8 +87,8 @@ class ScopeNames:
     def __init__(self, engine: Engine, ttl_s: float = NAMES_TTL_S) -> None:
         self.engine = engine
         self.ttl_s = ttl_s
-        self._cache: dict[Scope, tuple[float, Names]] = {}
-        self._joined: dict[Scope, tuple[Names, Names, Names]] = {}
+        self._cache: Bounded[Scope, tuple[float, Names]] = Bounded(MAX_SCOPES)
+        self._joined: Bounded[Scope, tuple[Names, Names, Names]] = Bounded(MAX_SCOPES)
         self._noted: dict[Scope, Names] = {}  # noted while a background read is under way
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -96,8 +97,7 @@ class ScopeNames:
     def of(self, scope: Scope) -> Names:
         """One scope's names (a user's memories, or an agent's official ones). Read now only
         the first time; expired ones are returned while a background read renews them."""
-        with self._lock:
-            cached = self._cache.get(scope)
+        cached = self._cache.get(scope)
         if cached is None:
             names = self._read(scope)
             self._store(scope, names)
@@ -107,10 +107,8 @@ class ScopeNames:
         return cached[1]
 
     def _store(self, scope: Scope, names: Names) -> None:
-        with self._lock:
-            if len(self._cache) >= MAX_SCOPES:
-                self._cache.clear()
-            self._cache[scope] = (time.monotonic(), names | self._noted.pop(scope, NO_NAMES))
+        with self._lock:  # with what ``note`` added meanwhile
+            self._cache.put(scope, (time.monotonic(), names | self._noted.pop(scope, NO_NAMES)))
 
     def _renew(self, scope: Scope) -> None:
         """One background read per scope at a time; a failed one keeps the names known (and is
@@ -132,9 +130,8 @@ class ScopeNames:
             with self._lock:
                 cached = self._cache.get(scope)
                 if cached is not None:  # retried after another TTL, not by every query
-                    self._cache[scope] = (
-                        time.monotonic(),
-                        cached[1] | self._noted.get(scope, NO_NAMES),
+                    self._cache.put(
+                        scope, (time.monotonic(), cached[1] | self._noted.get(scope, NO_NAMES))
                     )
                 self._noted.pop(scope, None)
             return
@@ -159,10 +156,7 @@ class ScopeNames:
         if joined is None or joined[0] is not own or joined[1] is not shared:
             # one object while its parts are unchanged: the tokenizer's views are keyed by it
             joined = (own, shared, own | shared)
-            with self._lock:
-                if len(self._joined) >= MAX_SCOPES:
-                    self._joined.clear()
-                self._joined[scope] = joined
+            self._joined.put(scope, joined)
         return joined[2]
 
     def note(self, scope: Scope, records: Sequence[MemoryRecord]) -> None:
@@ -173,7 +167,7 @@ class ScopeNames:
         with self._lock:
             cached = self._cache.get(scope)
             if cached is not None:
-                self._cache[scope] = (cached[0], cached[1] | new)
+                self._cache.put(scope, (cached[0], cached[1] | new))
             if scope in self._noted:  # a background read may not see them: kept for its result
                 self._noted[scope] |= new
 
@@ -185,8 +179,7 @@ class ScopeNames:
         for scope in scopes:
             wanted[scope] = None
             wanted[Scope("official", scope.agent_id)] = None
-        with self._lock:
-            missing = [s for s in wanted if s not in self._cache]
+        missing = [s for s in wanted if s not in self._cache]
         if len(missing) < 2:  # one read either way
             return
         searches: list[Search] = [(*self._search(s), s.routing, True) for s in missing]

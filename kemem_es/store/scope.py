@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from kemem_es.bounded import Bounded
 from kemem_es.errors import InvalidInput
 from kemem_es.models import Database, ScopeId
 from kemem_es.store.layout import DATABASES
@@ -43,8 +44,8 @@ def checked_id(value: object, field: str) -> str:
         raise InvalidInput(f"{field}: {problem}", field=field) from None
 
 
-_SCOPES_MAX = 10_000  # scopes remembered by Scope.of (the cache starts over beyond)
-_SCOPES: dict[tuple[str | None, str | None, str], Scope] = {}
+_SCOPES_MAX = 10_000  # scopes remembered by Scope.of (the least recently used go beyond)
+_SCOPES: Bounded[tuple[str | None, str | None, str], Scope] = Bounded(_SCOPES_MAX)
 
 
 @dataclass(frozen=True)
@@ -59,14 +60,12 @@ class Scope:
         pass are remembered (a query builds ~15 of the same few: issue 42); errors never."""
         plain = type(agent_id) is str and type(db) is str and type(user_id) in (str, type(None))
         if plain and cls is Scope:
-            known = _SCOPES.get((agent_id, user_id, db))
+            known = _SCOPES.peek((agent_id, user_id, db))  # not a use: the oldest put goes
             if known is not None:
                 return known
         scope = cls._of(agent_id=agent_id, user_id=user_id, db=db)
-        if plain and cls is Scope:
-            if len(_SCOPES) >= _SCOPES_MAX:
-                _SCOPES.clear()
-            _SCOPES[(agent_id, user_id, db)] = scope
+        if plain and cls is Scope:  # a thread that built it meanwhile: its object
+            return _SCOPES.setdefault((agent_id, user_id, db), scope)
         return scope
 
     @classmethod

@@ -19,6 +19,7 @@ from pathlib import Path
 import jieba
 import rjieba
 
+from kemem_es.bounded import Bounded
 from kemem_es.text.shipped import LEXICON_DIR
 from kemem_es.text.stemming import stem
 from kemem_es.text.stopwords import default_stopwords
@@ -31,7 +32,7 @@ _HAN = re.compile(r"^[\u3400-\u9fff]+$")
 # jieba keeps a run of latin letters and digits whole by itself; as a dictionary word such a
 # run can only cut longer words apart (a user named Ed: need → ne + ed, education → ed + ucat).
 _LATIN_RUN = re.compile(r"[a-z0-9]+")
-VIEWS_CACHED = 1_000  # scoped views kept (one per recently active scope)
+VIEWS_CACHED = 1_000  # scoped views kept (one per scope's names; the oldest built go first)
 
 
 def dictionary_word(word: str) -> bool:
@@ -46,8 +47,8 @@ def name_word(word: str) -> bool:
     return 1 < len(word) <= 12 and dictionary_word(word)
 
 
-_KEPT_NAMES: dict[str, str] = {}  # a name → its normalised form ("": not kept), see scoped
 _KEPT_NAMES_MAX = 200_000
+_KEPT_NAMES: Bounded[str, str] = Bounded(_KEPT_NAMES_MAX)  # a name → its kept form ("": not kept)
 
 
 def _kept_name(name: str) -> str:
@@ -59,31 +60,25 @@ def _kept_name(name: str) -> str:
     if kept is None:
         norm = normalize(name).strip()
         kept = norm if name_word(norm) else ""
-        if len(_KEPT_NAMES) >= _KEPT_NAMES_MAX:
-            _KEPT_NAMES.clear()
-        _KEPT_NAMES[name] = kept
+        _KEPT_NAMES.put(name, kept)
     return kept
 
 
-_SELF_KEPT: set[str] = set()  # names that are their own kept form (the store's already are)
+# names that are their own kept form (the store's already are), as keys
+_SELF_KEPT: Bounded[str, bool] = Bounded(_KEPT_NAMES_MAX)
 
 
 def _kept_names(names: frozenset[str]) -> frozenset[str]:
     """The names a scoped view keeps (``_kept_name`` of each); ``names`` itself when each is
     already its own kept form, as a scope's names from the store are (store/names): then the
-    check is one subset test in C, not a normalisation per name."""
-    if names <= _SELF_KEPT:
+    check is one subset test in C, not a normalisation per name, and otherwise only the names
+    not known to be their own form are looked at (a new user's few among the agent's ~2,000)."""
+    todo = _SELF_KEPT.missing(names)
+    if not todo:
         return names
-    kept = []
-    for name in names:
-        form = _kept_name(name)
-        if form:
-            kept.append(form)
-            if form == name:
-                if len(_SELF_KEPT) >= _KEPT_NAMES_MAX:
-                    _SELF_KEPT.clear()
-                _SELF_KEPT.add(name)
-    return frozenset(kept)
+    forms = {name: _kept_name(name) for name in todo}
+    _SELF_KEPT.update((name, True) for name, form in forms.items() if form == name)
+    return names.difference(forms).union(form for form in forms.values() if form)
 
 
 def _join_names(
@@ -169,7 +164,7 @@ class Tokenizer:
         self.hmm = hmm
         self.names: frozenset[str] = frozenset()
         self._longest_name = 0
-        self._views: dict[frozenset[str], Tokenizer] = {}
+        self._views: Bounded[frozenset[str], Tokenizer] = Bounded(VIEWS_CACHED)
         self.stopwords: frozenset[str] = (
             default_stopwords() if stopwords is None else frozenset(normalize(w) for w in stopwords)
         )
@@ -211,7 +206,7 @@ class Tokenizer:
         """A view that keeps one scope's ``names`` whole (normalised; 2–12 characters, no
         spaces); the same object when there are none. Cheap: the jieba engine is shared."""
         key = names if isinstance(names, frozenset) else frozenset(names)
-        view = self._views.get(key)
+        view = self._views.peek(key)  # several a query (the oldest built goes first)
         if view is not None:
             return view
         kept = _kept_names(key)
@@ -221,10 +216,8 @@ class Tokenizer:
         view = copy.copy(self)
         view.names = kept
         view._longest_name = max(map(len, kept), default=0)
-        view._views = {}
-        if len(self._views) >= VIEWS_CACHED:
-            self._views.clear()
-        self._views[key] = view  # a scope's names are one object while cached (store/names)
+        view._views = Bounded(VIEWS_CACHED)
+        self._views.put(key, view)  # a scope's names are one object while cached (store/names)
         return view
 
     def load_user_dict(self, path: str | Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kemem_es.bounded import Bounded
 from kemem_es.errors import InvalidInput
 from kemem_es.store import scope as sc
 from kemem_es.store.scope import Scope
@@ -46,9 +47,9 @@ def test_only_plain_strings_are_remembered() -> None:
     assert all(type(k[0]) is str for k in sc._SCOPES)
 
 
-def test_the_memo_starts_over_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sc, "_SCOPES_MAX", 2)
-    sc._SCOPES.clear()
-    for i in range(5):
-        Scope.of(agent_id=f"memo-{i}", user_id="u")
-    assert len(sc._SCOPES) <= 2
+def test_the_memo_keeps_the_newest_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sc, "_SCOPES", Bounded(2))
+    built = [Scope.of(agent_id=f"memo-{i}", user_id="u") for i in range(5)]
+    assert list(sc._SCOPES) == [("memo-3", "u", "user"), ("memo-4", "u", "user")]
+    assert Scope.of(agent_id="memo-4", user_id="u") is built[4]
+    assert Scope.of(agent_id="memo-0", user_id="u") == built[0]  # built again

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from kemem_es.bounded import Bounded
 from kemem_es.store.proxy_records import COUNTS, ProxyRecords, proxy_scope
 
 if TYPE_CHECKING:
@@ -46,13 +46,10 @@ def run(km: AsyncKemem, verb: str, *args: Any) -> Coroutine[Any, Any, Any]:
 
 class Chains:
     def __init__(self) -> None:
-        self.cached: OrderedDict[str, tuple[str, str, str]] = OrderedDict()
+        self.cached: Bounded[str, tuple[str, str, str]] = Bounded(MAX_CACHED)
 
     def remember(self, response_id: str, agent: str, user: str | None, session: str) -> None:
-        self.cached[response_id] = (agent, user or "", session)
-        self.cached.move_to_end(response_id)
-        while len(self.cached) > MAX_CACHED:
-            self.cached.popitem(last=False)
+        self.cached.put(response_id, (agent, user or "", session))
 
     async def write(
         self, km: AsyncKemem, response_id: str, agent: str, user: str | None, session: str
