@@ -31,6 +31,7 @@ from kemem_es.text.tokenizer import Tokenizer
 WORD_CACHE_SIZE = 50_000
 CONTEXT_CACHE_SIZE = 4_096  # dialogue windows: ~2 KB of vector each
 WINDOW_TEXT_CACHE_SIZE = 256  # earlier turns' window texts (a context builds one twice)
+LENGTH_CACHE_SIZE = 8_192  # turns' model tokens (each turn is measured in every later window)
 CONTEXT_LEVEL = 4  # bm25 mode: words from the previous turns weigh like a mid-level association
 CONTEXT_WORDS_PER_TURN = 5
 MAX_BRIDGES = 2
@@ -82,6 +83,7 @@ class QueryText:
         self._context_vectors: Bounded[str, np.ndarray] = Bounded(CONTEXT_CACHE_SIZE)
         # earlier turns → their window's text and whether turns were dropped (earlier_window)
         self._windows: Bounded[tuple[Turn, ...], tuple[str, bool]] = Bounded(WINDOW_TEXT_CACHE_SIZE)
+        self._lengths: Bounded[str, int] = Bounded(LENGTH_CACHE_SIZE)
         # each utterance's and turn's own vector (context_vector="turns"; search.turn_vectors)
         self.turn_vectors = TurnCache()
 
@@ -409,7 +411,13 @@ class QueryText:
         """A text's share of the model's input: its tokens (English words take one to four
         each, so 250 characters held a third of what the model reads), else its characters."""
         count = getattr(self.embedder, "count_tokens", None)
-        return count([text])[0] if count is not None else len(text)
+        if count is None:
+            return len(text)
+        n = self._lengths.peek(text)  # a turn is measured again in each later turn's window
+        if n is None:
+            n = count([text])[0]
+            self._lengths.put(text, n)
+        return n
 
 
 def _query_names(params: QueryParams, turns: Sequence[Turn]) -> list[str]:

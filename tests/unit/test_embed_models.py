@@ -90,19 +90,26 @@ def test_the_corpus_has_both_languages() -> None:
     assert set(pairs) == {"zh", "en"} and all(len(v) >= 30 for v in pairs.values())
 
 
+# The int8 model's numbers depend on the CPU's integer kernels: the reference was measured with
+# AVX2 only; with AVX-512 VNNI (Intel 6/167, 2026-11-29) the medians read up to 0.0072 higher
+# (English) and the constants placed on them up to 0.0084 (latin_vec_floor 0.4584 against 0.45).
+INT8_CPU_SPREAD = 0.01
+
+
 def test_m3e_calibrates_to_the_constants_it_was_tuned_with(m3e: Embedder) -> None:
     cal = calibrate(m3e)
     assert cal["model"] == REFERENCE_MODEL and cal["dims"] == 512
     for lang in ("zh", "en"):
         for key in ("unrelated", "paraphrase"):
-            assert cal["stats"][lang][key] == pytest.approx(REFERENCE[lang][key], abs=0.002)
+            want = REFERENCE[lang][key]
+            assert cal["stats"][lang][key] == pytest.approx(want, abs=INT8_CPU_SPREAD)
     defaults = QueryParams(agent_id="a", user_id="u")
     for key, value in cal["params"].items():
         want = getattr(defaults, key)
         if key.endswith("weights"):
             assert value == want.model_dump()
         else:
-            assert value == pytest.approx(want, abs=0.003), key
+            assert value == pytest.approx(want, abs=INT8_CPU_SPREAD), key
     assert reference()["params"]["vec_floor"] == defaults.vec_floor  # exactly, by construction
 
 

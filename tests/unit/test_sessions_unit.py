@@ -5,6 +5,7 @@ dialogue texts live in bench/session_fallback/, not here."""
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ from kemem_es.errors import InvalidInput
 from kemem_es.memory.inputs import join_messages
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.fallback import fallback_extraction, kept_sentences
-from kemem_es.session.tokens import CharCounter, token_counter
+from kemem_es.session.tokens import CharCounter, FileCounter, splits_lines, token_counter
 from kemem_es.session.turns import normalise
 from kemem_es.session.window import SessionState, cuts, dialogue_from
 
@@ -196,6 +197,79 @@ def test_the_parts_counted_in_one_tokenisation_are_their_own_counts(model: Path)
         assert t.total == counter.count(ctx.text) <= budget
         assert t.overview + t.details + t.summary + t.dialogue == t.total
     assert CharCounter().count_parts(["ab", "", "c"]) == ("ab\nc", 4, [2, 0, 1])
+
+
+@pytest.mark.parametrize("model", [MODEL, MINILM], ids=["m3e", "minilm"])
+def test_counting_by_lines_is_the_whole_texts_one_tokenisation(model: Path) -> None:
+    """The BERT-style vocabularies count a context from its lines' remembered counts: exactly
+    what one tokenisation of the whole text gives, on text that mixes scripts, spaces, marks."""
+    if not (model / "tokenizer.json").is_file():
+        pytest.skip(f"no tokenizer at {model}")
+    counter = FileCounter(model / "tokenizer.json")
+    assert counter.by_lines
+    rng = random.Random(7)
+    pieces = [*MEMS, "Mumu went hiking, 3km!", "e\u0301té", "[SEP]", "😀👍", "  ", "2025-05-30"]
+    pieces.append("\r")
+    pieces += [r["content"] for r in rows("dialogue_30.jsonl")]
+    for _ in range(200):
+        parts = [
+            "\n".join(rng.choice(pieces) + rng.choice(["", " ", "。", "\t"]) for _ in range(k))
+            for k in (rng.randint(0, 6) for _ in range(4))
+        ]
+        text, total, counts = counter.count_parts(parts)
+        whole = counter._tok.encode(text, add_special_tokens=False)
+        assert total == len(whole.ids) == sum(counts)
+        assert counts == [len(counter._tok.encode(p, add_special_tokens=False).ids) for p in parts]
+
+
+def test_a_byte_level_vocabulary_is_counted_whole(tmp_path: Path) -> None:
+    """A byte-level BPE (Qwen, GPT) may merge a line break into a token: its contexts are
+    tokenised whole, never summed from lines."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.train_from_iterator(["好的\n\n好的\n我们\n"] * 50, trainers.BpeTrainer(vocab_size=300))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    counter = FileCounter(tmp_path / "tokenizer.json")
+    assert not counter.by_lines
+    text, total, _ = counter.count_parts(["好的\n", "好的", "我们"])
+    assert total == counter.count(text) == len(tok.encode(text).ids)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"pre_tokenizer": {"type": "BertPreTokenizer"}, "normalizer": None}, True),
+        (
+            {
+                "pre_tokenizer": {
+                    "type": "Sequence",
+                    "pretokenizers": [{"type": "Digits"}, {"type": "WhitespaceSplit"}],
+                },
+                "normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}]},
+            },
+            True,
+        ),
+        ({"pre_tokenizer": {"type": "Digits"}, "normalizer": None}, False),  # keeps spaces
+        ({"pre_tokenizer": {"type": "Metaspace"}, "normalizer": None}, False),
+        (
+            {"pre_tokenizer": {"type": "Whitespace"}, "normalizer": {"type": "Replace"}},
+            False,
+        ),
+        (
+            {
+                "pre_tokenizer": {"type": "Whitespace"},
+                "normalizer": None,
+                "added_tokens": [{"content": "<|im_start|>\n"}],
+            },
+            False,
+        ),
+        ({"pre_tokenizer": None, "normalizer": None}, False),
+    ],
+)
+def test_which_vocabularies_never_join_two_lines(config: dict, expected: bool) -> None:
+    assert splits_lines(config) is expected
 
 
 def test_a_budget_below_the_last_turn_is_refused() -> None:

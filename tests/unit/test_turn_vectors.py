@@ -236,3 +236,19 @@ def test_prepare_context_and_a_sessions_recall_agree_on_the_window() -> None:
 
     assert QueryParams(agent_id="a", user_id="u").context_vector == "joint"
     assert prepared_default() == "split"
+
+
+def test_a_rolling_conversation_counts_each_turns_tokens_once() -> None:
+    emb = Counting()
+    measured: list[str] = []
+    count = emb.count_tokens
+    emb.count_tokens = lambda texts: measured.extend(texts) or count(texts)  # type: ignore[method-assign]
+    qt = QueryText(emb, Tokenizer(), None)
+    p = QueryParams(agent_id="a", user_id="u")  # the joint window: each turn measured
+    lines: list[str] = []
+    chat = [("我今天好累", "怎么啦？"), ("老板又让加班", "辛苦了"), ("想吃火锅了", "好呀")]
+    for said, reply in chat:
+        qt.query_vector(said, context_turns("\n".join(lines), p.context_turns), p)
+        lines += [f"用户：{said}", f"助手：{reply}"]
+    assert measured and len(measured) == len(set(measured))  # never the same text twice
+    assert qt.length("我今天好累") == len("我今天好累") and measured.count("我今天好累") == 1
