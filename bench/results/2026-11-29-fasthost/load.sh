@@ -26,3 +26,5 @@ uptime | tee -a $R/load.txt
 # §3: before (bdb7cff) against the change, session mix
 python -m bench.load "${store[@]}" --tree before=/tmp/perf_before --tree after=/work/main --workload session \
   --clients 2,4,8 --out $R/session-ab.json 2>&1 | grep -v "^  {" | tee $R/session-ab.txt
+# §1, the engine's profile: JFR under 8 clients of the classic mix (a 60 s load; the recording
+# starts 25 s in, for 25 s), then jfr print and jfr_categories.py (the commands of jfr-engine.txt)
