@@ -135,7 +135,9 @@ class Settings(BaseSettings):
     model_dir: Path | None = None
     model: str | None = None
     model_variant: Literal["int8", "fp32"] = "int8"
-    embed_threads: int = Field(default=0, ge=0, description="0 lets onnxruntime decide")
+    # int8: how many texts of one call the model runs side by side, one thread each; fp32: the
+    # threads of one run. 0: the machine's cores (int8), onnxruntime's choice (fp32).
+    embed_threads: int = Field(default=0, ge=0, description="0: the machine's cores")
     embed_batch: int = Field(default=64, ge=1)
     embed_max_length: int = Field(default=256, ge=8, le=8192)
     # Bring your own embedder (docs/embedders.md): how a local ONNX model's states become one

@@ -132,8 +132,7 @@ def _serve_workers(host: str, port: int, workers: int, log_level: str) -> None:
     from kemem_es.server import workers as multi
 
     os.environ[multi.HOST_ENV] = host
-    # the cores shared among the workers' models, unless set: fewer threads per model run
-    # cost less CPU each (the same vectors), and the workers run side by side
+    # the cores shared among the workers' models, unless set: the workers run side by side
     os.environ.setdefault("KEMEM_EMBED_THREADS", str(multi.threads_per_worker(workers)))
     metrics_dir = multi.shared_metrics_dir()
     try:

@@ -25,6 +25,7 @@ from kemem_es.embed.files import (
     short_hash,
 )
 from kemem_es.embed.loading import load_session, load_tokenizer, lowercase_if_uncased
+from kemem_es.embed.runs import SideBySide, default_parallel
 
 if TYPE_CHECKING:
     from tokenizers import Encoding
@@ -102,7 +103,11 @@ class Embedder:
         self._tokenizer, self._pad_id = load_tokenizer(tok_path, max_length)
         # True when the vocabulary is uncased and the input is lowercased for it (below).
         self.lowercases = lowercase_if_uncased(self._tokenizer)
-        self._session = load_session(onnx_path, threads)
+        # int8: one thread a run and ``threads`` runs side by side (embed.runs: less CPU, the
+        # same vectors); fp32's batched matrices split well over the threads of one run.
+        side_by_side = variant == "int8"
+        self._session = load_session(onnx_path, 1 if side_by_side else threads)
+        self._runs = SideBySide((threads or default_parallel()) if side_by_side else 1)
         self._input_names = {i.name for i in self._session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self._input_names:
             raise EmbedderError(
@@ -169,9 +174,10 @@ class Embedder:
             owner += [i] * len(windows)
         pooled = np.empty((len(pieces), self._dim), dtype=np.float32)
         order = sorted(range(len(pieces)), key=lambda i: len(pieces[i][0]), reverse=True)
-        for start in range(0, len(pieces), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            pooled[idx] = self._pool([pieces[i] for i in idx])
+        batches = [order[s : s + self.batch_size] for s in range(0, len(pieces), self.batch_size)]
+        results = self._runs.map(lambda idx: self._pool([pieces[i] for i in idx]), batches)
+        for idx, rows in zip(batches, results, strict=True):
+            pooled[idx] = rows
         if len(pieces) == len(texts):  # no text overflowed: one piece each, in order
             out = pooled
         else:
