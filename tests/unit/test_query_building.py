@@ -57,6 +57,38 @@ def test_expansions_are_grouped_by_level_into_terms_queries() -> None:
     assert phrases == [{"match_phrase": {"description_tok": {"query": "d e", "boost": 0.5}}}]
 
 
+def test_entity_and_event_hits_read_only_the_fields_the_searches_fetch() -> None:
+    """The searches fetch a few fields of each hit (SOURCE_FIELDS): an answer assembled from
+    them equals one assembled from the whole stored document, for every field the mapping has."""
+    from pathlib import Path
+
+    from kemem_es.search import entities as en
+    from kemem_es.search.hits import entity_hit, event_hit
+    from kemem_es.store.layout import SLOTS_FIELD, SUBJECT_FIELD
+
+    templates = Path(en.__file__).resolve().parents[1] / "index_templates"
+    words = [SearchWord("豆包"), SearchWord("柯基")]
+    now = datetime(2026, 11, 30, 8, 0)
+    for kind, fields in (("entities", en.SOURCE_FIELDS), ("events", ev.SOURCE_FIELDS)):
+        mapping = json.loads((templates / f"{kind}.json").read_text())["mappings"]["properties"]
+        assert set(fields) <= set(mapping)
+        full = {name: f"{name} 豆包 柯基" for name in mapping}
+        full.update(kind="用户属性", db="user", entity_type="具体实体", slots=["pet"])
+        full.update(updatetime="2026-11-01T10:00:00", created_at="2026-10-01T10:00:00")
+        full.update(keywords=["豆包"], superseded_by=None, subject="u")
+        fetched = {k: v for k, v in full.items() if k in fields}
+        hits = [{"_id": "1", "_source": src} for src in (full, fetched)]
+        if kind == "entities":
+            one, two = (entity_hit(0, h, 0.5, words) for h in hits)
+        else:
+            one, two = (event_hit(0, "user", h, 0.5, None, now) for h in hits)
+        assert one == two
+        # the slot order reads the subject and slots; the time order an event's created_at
+        assert {SLOTS_FIELD, SUBJECT_FIELD, "updatetime"} <= set(fields)
+    params = QueryParams(agent_id="a", user_id="u")
+    assert entity_body(params, words)["_source"] == en.SOURCE_FIELDS
+
+
 def test_matched_words_are_read_off_the_stored_tokens() -> None:
     src = {"keyword": "兴趣", "keyword_tok": "兴趣", "description_tok": "木木 喜欢 画画 猫"}
     words = [SearchWord("画画"), SearchWord("兴趣", level=5), SearchWord("猫", single_char=True)]
