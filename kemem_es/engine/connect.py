@@ -121,6 +121,7 @@ def _http_unavailable(settings: Settings, exc: urllib.error.HTTPError) -> Engine
 def _get_json(settings: Settings, path: str) -> dict[str, Any]:
     """GET ``path`` of the cluster with the configured credentials; HTTP errors propagate,
     an unreachable cluster is EngineUnavailable."""
+    import http.client
     import ssl
     import urllib.request
 
@@ -150,6 +151,13 @@ def _get_json(settings: Settings, path: str) -> dict[str, Any]:
             return body
     except urllib.error.HTTPError:
         raise
+    except http.client.HTTPException:
+        # something listens there but does not speak HTTP (a node's transport port: a stale
+        # KEMEM_ENGINE_PORT or KEMEM_ES_URL)
+        raise EngineUnavailable(
+            f"the search engine at {where} did not answer in HTTP: is that the node's HTTP "
+            "port? (check KEMEM_ES_URL / KEMEM_ENGINE_PORT)"
+        ) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         hint = (

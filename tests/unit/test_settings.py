@@ -158,6 +158,34 @@ def test_credentials_in_the_url_reach_the_engine_as_basic_auth(
     assert seen == ["Basic " + base64.b64encode(b"admin:secret").decode()]
 
 
+def test_a_port_that_does_not_speak_http_is_an_unavailable_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node's transport port answers a non-HTTP line: a clear EngineUnavailable, not an
+    internal error."""
+    import socket
+    import threading
+
+    from kemem_es.engine.connect import _root_info
+    from kemem_es.errors import EngineUnavailable
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"This is not an HTTP port")
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        monkeypatch.setenv("KEMEM_ES_URL", f"http://127.0.0.1:{listener.getsockname()[1]}")
+        with pytest.raises(EngineUnavailable, match="did not answer in HTTP"):
+            _root_info(get_settings())
+    finally:
+        listener.close()
+
+
 def test_a_wrong_java_home_says_it_is_not_a_jdk(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
