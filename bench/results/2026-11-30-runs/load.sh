@@ -25,3 +25,8 @@ python -m bench.session_profile --prefix bench-lead-lat-100000 --turns 40 --out 
 python -m bench.load "${store[@]}" --tree before=/tmp/perf_before --tree after=/work/main --workload session \
   --clients 2,4,8 --out $R/session.json 2>&1 | grep -v "^  {" | tee $R/session.txt
 uptime | tee -a $R/load.txt
+# the node's heap: the default 1g against 4g (what README names), the kept 100k store, twice each
+for heap in 1g 4g 1g 4g; do
+  kemem-es engine stop; KEMEM_ENGINE_HEAP=$heap kemem-es engine start; sleep 20
+  python -m bench.latency --scale 100000 --reuse --prefix 'bench-lead-lat-{n}' --no-throughput --out $R/heap-$heap-N.json
+done
