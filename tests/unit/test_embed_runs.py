@@ -15,6 +15,8 @@ _REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = Path(
     os.environ.get("KEMEM_TEST_MODEL_DIR") or _REPO.parent / "shared" / "models" / "m3e-small-onnx"
 )
+# the second model (384 d, English-centred), where the shared models are
+MINILM_DIR = MODEL_DIR.parent / "all-minilm-l6-v2-onnx"
 
 
 def test_results_keep_the_items_order_and_use_several_threads() -> None:
@@ -49,15 +51,26 @@ def test_a_failing_run_raises_in_the_caller() -> None:
         SideBySide(2).map(fail, list(range(5)))
 
 
+@pytest.mark.parametrize(
+    "model_dir",
+    [
+        pytest.param(MODEL_DIR, id="m3e"),
+        pytest.param(
+            MINILM_DIR,
+            id="minilm",
+            marks=pytest.mark.skipif(not MINILM_DIR.is_dir(), reason="no all-minilm-l6-v2-onnx"),
+        ),
+    ],
+)
 @pytest.mark.skipif(not MODEL_DIR.is_dir(), reason="needs the m3e model (KEMEM_TEST_MODEL_DIR)")
-def test_int8_vectors_are_the_same_side_by_side_and_one_at_a_time() -> None:
+def test_int8_vectors_are_the_same_side_by_side_and_one_at_a_time(model_dir: Path) -> None:
     from kemem_es.embed.onnx import Embedder
 
     texts = [f"第{i}次和朋友去{place}吃饭，聊到了工作和家里的事" for i, place in
              enumerate(["火锅店", "公园", "海边", "老街", "食堂", "夜市"] * 3)]  # fmt: skip
     texts.append("a long english text " * 120)  # windows: several runs for one text
-    one = Embedder(MODEL_DIR, "int8", threads=1)
-    two = Embedder(MODEL_DIR, "int8", threads=2)
+    one = Embedder(model_dir, "int8", threads=1)
+    two = Embedder(model_dir, "int8", threads=2)
     together = two.embed(texts)
     assert together.shape == (len(texts), one.dim)
     assert np.array_equal(together, one.embed(texts))

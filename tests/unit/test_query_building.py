@@ -83,7 +83,8 @@ def test_entity_and_event_hits_read_only_the_fields_the_searches_fetch() -> None
         else:
             one, two = (event_hit(0, "user", h, 0.5, None, now) for h in hits)
         assert one == two
-        # the slot order reads the subject and slots; the time order an event's created_at
+        # the slot order reads the subject and slots; the time order an entity's updatetime
+        # (an event's created_at first: the hit comparison above covers it)
         assert {SLOTS_FIELD, SUBJECT_FIELD, "updatetime"} <= set(fields)
     params = QueryParams(agent_id="a", user_id="u")
     assert entity_body(params, words)["_source"] == en.SOURCE_FIELDS
