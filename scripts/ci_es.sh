@@ -39,7 +39,7 @@ if [[ "$part" != check ]]; then
   echo "Elasticsearch $version node started in $((SECONDS - t0)) s"
 
   KEMEM_TEST_ES_URL="http://127.0.0.1:$port" KEMEM_SCORING=native \
-    python3 -m pytest -q -p no:cacheprovider -m "engine and not es_node_lacks" -rs \
+    python3 -m pytest -q -p no:cacheprovider -m "engine and not es_node_lacks" -rs --durations=10 \
     --ignore tests/engine/test_local_cluster.py --ignore tests/engine/test_engine_versions.py
   echo "engine suite on Elasticsearch $version: $((SECONDS - t0)) s"
   stop_es
