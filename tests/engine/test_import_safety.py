@@ -471,6 +471,33 @@ def test_a_timed_out_bulk_the_engine_applied_gets_its_history_on_the_rerun(kemem
             assert (entry.event, entry.reason, entry.new_text) == ("ADD", "recovered", f"第{i}条")
 
 
+def test_a_refresh_that_times_out_after_the_write_says_everything_was_written(kemem) -> None:
+    # Every memory is written; only the refresh that makes them searchable gets no answer (a
+    # busy engine flushing a large load). The error says the write finished, not that it
+    # stopped part-way; the memories are there, and the re-run writes nothing again.
+    kemem.init()
+    vec = [0.5] * kemem.embedder.dim
+    rows = [{**OK, "id": f"f{i}", "description": f"第{i}条", "vector": vec} for i in range(20)]
+    real_refresh = kemem.engine.refresh
+
+    def no_answer(index: str, timeout_s: float | None = None) -> None:
+        raise _timeout()
+
+    kemem.engine.refresh = no_answer
+    with pytest.raises(WriteInterrupted) as exc:
+        kemem.index_records(rows, "events")
+    kemem.engine.refresh = real_refresh
+    message = str(exc.value)
+    assert (exc.value.written, exc.value.unknown) == (20, 0)
+    assert "write of 20 memories finished (20 written, 0 unchanged)" in message
+    assert "refresh" in message and "stopped" not in message
+    kemem.engine.refresh(index_alias(kemem.settings.index_prefix, "user", "events"))
+    assert kemem.count(agent_id="qiyu", user_id="u1") == 20
+    report = kemem.index_records(rows, "events")
+    assert (report.written, report.unchanged) == (0, 20)
+    assert len(kemem.history("f0", agent_id="qiyu", user_id="u1")) == 1
+
+
 def test_a_rerun_of_a_recorded_import_adds_no_history(kemem) -> None:
     kemem.init()
     rows = [{**OK, "id": "r1", "description": "木木去爬山了"}]

@@ -63,8 +63,6 @@ class BulkWriter(BulkPrepare, BulkSend):
         try:
             with refresh_paused(self.engine, aliases, len(items) >= LARGE_LOAD_DOCS):
                 self._write(items, kind, report, on_progress, actor)
-            for alias in aliases:
-                self.engine.refresh(alias)
         except KememError as exc:
             why = exc.reason or str(exc)
             unknown = (
@@ -80,8 +78,27 @@ class BulkWriter(BulkPrepare, BulkSend):
                 report.written,
                 report.unknown,
             ) from exc
+        self._refresh(aliases, report, len(items))
         report.seconds = time.perf_counter() - start
         return report
+
+    def _refresh(self, aliases: Sequence[str], report: IndexReport, total: int) -> None:
+        """Makes the written memories searchable before the write returns. Every memory is
+        written by now: a refresh that fails (a busy engine flushing a large load can take
+        longer than the write timeout) says so, rather than that writing stopped."""
+        try:
+            for alias in aliases:
+                self.engine.refresh(alias)
+        except KememError as exc:
+            why = exc.reason or str(exc)
+            raise WriteInterrupted(
+                f"the write of {total} memories finished ({report.written} written, "
+                f"{report.unchanged} unchanged), but the refresh that makes them searchable did "
+                f"not ({why}); they become searchable at the index's next refresh, and re-running "
+                "the same import is safe (nothing is written twice)",
+                report.written,
+                report.unknown,
+            ) from exc
 
     def _write(
         self,
