@@ -33,6 +33,11 @@ every memory is one dialogue's target and its three family members are that dial
 negatives); the last turn implies the memory without naming it. Style ``implied_drift``: 40
 more dialogues whose earlier turns name one memory of a family and whose last turn implies
 another, the only gold.
+``--distractors``: every scope the set's queries ask also holds the other users' Chinese
+memories of the check, fresh, hard and implied sets (~1,180 more, each scope's own names put in
+place of their user's and agent's names): a store ~15× larger, in the same style, whose
+memories never answer the set's dialogues (the stores of a real app, and of the held-out sets,
+are larger than these sets' 40–85 memories a user).
 ``--keywords tfidf|none``: every event's keywords from the package's TF-IDF picker, or none,
 instead of the written ones (either corpus; the demo's entities stay as they are).
 """
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -168,6 +174,58 @@ def event_records(km: Any, path: Path, keywords: str, names: bool = True) -> lis
     return out
 
 
+# the Chinese sets whose memories --distractors copies into every scope
+DISTRACTOR_CORPORA = ("check", "fresh", "hard", "implied")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _renamed(value: Any, names: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for old, new in names.items():
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, list):
+        return [_renamed(v, names) for v in value]
+    return value
+
+
+def distractor_records(
+    scopes: set[tuple[str, str]], keywords: str, names: bool = True
+) -> list[Any]:
+    """For each (agent_id, user_id) scope: every Chinese memory of DISTRACTOR_CORPORA that is
+    not that scope's own, copied into it under a new id, its user's and agent's names replaced
+    by the scope's (so that a name never tells a distractor apart); keywords as written, or none
+    with ``keywords`` "none" (the TF-IDF picker is not applied to them)."""
+    from kemem_es import EventRecord
+
+    rows = []
+    for corpus in DISTRACTOR_CORPORA:
+        with open(CORPORA[corpus] / "events.jsonl", encoding="utf-8") as f:
+            rows += [r for r in map(json.loads, f) if _HAN.search(r["description"])]
+    own = {(r["agent_id"], r["user_id"]): (r.get("user_name"), r.get("agent_name")) for r in rows}
+    out = []
+    for agent, user in sorted(scopes & own.keys()):  # a Chinese scope (not check's English)
+        user_name, agent_name = own[(agent, user)]
+        for row in rows:
+            if (row["agent_id"], row["user_id"]) == (agent, user):
+                continue
+            swap = {}
+            if row.get("user_name") and user_name:
+                swap[row["user_name"]] = user_name
+            if row.get("agent_name") and agent_name:
+                swap[row["agent_name"]] = agent_name
+            copy = {k: _renamed(v, swap) for k, v in row.items()}
+            copy.update(id=f"dx-{agent}-{user}-{row['id']}", agent_id=agent, user_id=user)
+            copy["user_name"], copy["agent_name"] = user_name, agent_name
+            if not names:
+                copy.pop("user_name", None)
+                copy.pop("agent_name", None)
+            if keywords == "none":
+                copy["keywords"] = []
+            out.append(EventRecord(**{k: v for k, v in copy.items() if v is not None}))
+    return out
+
+
 def nameless_entities(path: Path) -> list[Any]:
     """Entity memories of a JSONL file without ``user_name`` / ``agent_name``."""
     from kemem_es import EntityRecord
@@ -181,8 +239,14 @@ def nameless_entities(path: Path) -> list[Any]:
 
 
 def index_corpus(
-    km: Any, corpus: str = "zh", keywords: str = "written", names: bool = True
+    km: Any,
+    corpus: str = "zh",
+    keywords: str = "written",
+    names: bool = True,
+    scopes: set[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """Index a corpus; ``scopes`` (not the zh corpus): also every other set's Chinese memories
+    in each of them (``distractor_records``)."""
     from kemem_es.kemem import DEMO_FILES, demo_path
 
     t0 = time.perf_counter()
@@ -197,7 +261,12 @@ def index_corpus(
 
     if corpus != "zh":
         km.init()
-        return report(add(CORPORA[corpus] / "events.jsonl", "user"))
+        n = add(CORPORA[corpus] / "events.jsonl", "user")
+        if scopes:
+            records = distractor_records(scopes, keywords, names)
+            rep = km.index_records(records, kind="events", db="user")
+            n += rep.indexed + rep.updated + rep.unchanged
+        return report(n)
     if keywords == "written" and names:
         reports = km.index_demo(DEMO_FILES)
     else:  # the demo's events with other keywords or without names, its entities likewise
@@ -276,11 +345,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "split": args.split,
         "styles": list(styles),
         "overrides": extra,
+        "distractors": args.distractors,
         "settings": "limit=10, score_threshold=0, context=earlier turns, now=2025-10-01T12:00",
     }
     with eval_indices(km, args.reuse, args.keep) as fresh:
         if fresh:
-            result["index"] = index_corpus(km, args.corpus, args.keywords, not args.without_names)
+            scopes = {(q["agent_id"], q["user_id"]) for q in queries} if args.distractors else None
+            result["index"] = index_corpus(
+                km, args.corpus, args.keywords, not args.without_names, scopes
+            )
         result["modes"] = {}
         for mode in args.modes or MODES:
             r = run_mode(km, queries, gold, mode, extra, args.workers)
@@ -381,6 +454,12 @@ def parser() -> argparse.ArgumentParser:
         "--without-names",
         action="store_true",
         help="index the events without user_name / agent_name (a caller that does not set them)",
+    )
+    p.add_argument(
+        "--distractors",
+        action="store_true",
+        help="every scope also holds the other users' Chinese memories of the check, fresh, "
+        "hard and implied sets, renamed to the scope's names (not with --corpus zh)",
     )
     p.add_argument("--variant", choices=["int8", "fp32"], default="int8", help="model variant")
     p.add_argument("--workers", type=int, default=2)

@@ -146,3 +146,28 @@ def test_the_harness_can_index_without_the_callers_names() -> None:
     entities = nameless_entities(demo_path("user_entities.jsonl"))
     assert entities and not any(e.user_name or e.agent_name for e in entities)
     assert all(e.entity_name for e in entities)
+
+
+def test_distractors_are_the_other_users_chinese_memories_under_the_scopes_names() -> None:
+    from bench import dialogue_eval as de
+
+    scopes = {("mobai", "u_azhe"), ("juno", "u_grace")}  # a Chinese scope and an English one
+    records = de.distractor_records(scopes, "written")
+    han = [r for c in de.DISTRACTOR_CORPORA for r in _jsonl_in(de.CORPORA[c], "events.jsonl")
+           if de._HAN.search(r["description"])]  # fmt: skip
+    own = [r for r in han if (r["agent_id"], r["user_id"]) == ("mobai", "u_azhe")]
+    assert len(own) == 85
+    # the English scope gets none; the Chinese one every other Chinese memory, once
+    assert {(r.agent_id, r.user_id) for r in records} == {("mobai", "u_azhe")}
+    assert len(records) == len(han) - len(own) == len({r.id for r in records})
+    assert not {r.id for r in records} & {r["id"] for r in han}
+    by_id = {r.id: r for r in records}
+    dawei = (r for r in han if r["user_id"] == "u_dawei")
+    source = next(r for r in dawei if r["user_name"] in r["description"])
+    copy = by_id[f"dx-mobai-u_azhe-{source['id']}"]
+    assert (copy.user_name, copy.agent_name) == ("阿哲", "墨白")
+    assert source["user_name"] not in copy.description and "阿哲" in copy.description
+    assert copy.description == source["description"].replace(source["user_name"], "阿哲").replace(
+        source["agent_name"], "墨白"
+    )
+    assert all(not r.keywords for r in de.distractor_records(scopes, "none"))
