@@ -620,7 +620,7 @@ def test_context_trimmed_only_when_earlier_turns_were_dropped() -> None:
 def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
     import numpy as np
 
-    from kemem_es.search.query_text import QueryText
+    from kemem_es.search.query_text import QueryText, utterance_weight
 
     seen: list[list[str]] = []
 
@@ -634,6 +634,10 @@ def test_the_dialogue_window_outweighs_a_vague_utterance() -> None:
     vec, cut, _ = s.query_vector("嗯，跟上次一样", context_turns(LONG_CONTEXT, p.context_turns), p)
     window = seen[-1][1]
     assert window.startswith("周末我去海边放风筝了") and not cut  # all six turns, oldest first
-    assert p.utterance_weight == pytest.approx(0.2)
-    expected = np.array([0.2, 0.8]) / np.linalg.norm([0.2, 0.8])
+    # the vague last turn weighs 0.7 × its share of the dialogue's characters, not more
+    turns = context_turns(LONG_CONTEXT, p.context_turns)
+    total = len("嗯，跟上次一样") + sum(len(t.text) for t in turns)
+    w = 0.7 * len("嗯，跟上次一样") / total
+    assert w < 0.2 and utterance_weight(p, "嗯，跟上次一样", turns) == pytest.approx(w)
+    expected = np.array([w, 1 - w]) / np.linalg.norm([w, 1 - w])
     assert vec == pytest.approx(expected.tolist(), abs=1e-5)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kemem_es.contract.params import QueryParams
-from kemem_es.search.query_text import EMBED_MAX_TOKENS, QueryText
+from kemem_es.search.query_text import EMBED_MAX_TOKENS, QueryText, utterance_weight
 from kemem_es.search.turn_vectors import (
     TurnCache,
     missing_turns,
@@ -124,7 +124,8 @@ def test_turns_window_approximates_the_joint_vector_by_tokens() -> None:
     vecs, sizes = [emb._vec(t) for t in texts], [len(t) for t in texts]
     d = weighted_mean(vecs, sizes)
     u = emb._vec(texts[0])
-    expect = _unit(0.2 * u + 0.8 * d)  # "turns" keeps the renormalised window
+    w = utterance_weight(p, texts[0], turns)  # 0.7 × its share of the dialogue's characters
+    expect = _unit(w * u + (1 - w) * d)  # "turns" keeps the renormalised window
     assert np.allclose(vec, expect, atol=1e-4)
 
 
@@ -226,7 +227,8 @@ def test_split_rebuilds_the_window_from_the_earlier_turns_and_the_utterance() ->
     # the window's cosines read at n^γ of their renormalised value (search.window_scale)
     n = float(np.linalg.norm(pieces_mean([u, e], sizes)))
     g = GAMMA * sizes[1] / sum(sizes)  # γ = GAMMA × the earlier turns' share of the tokens
-    assert np.allclose(vec, _unit(0.2 * u + 0.8 * n**g * d), atol=1e-4)
+    w = utterance_weight(p, "你还记得那家店吗", turns)
+    assert np.allclose(vec, _unit(w * u + (1 - w) * n**g * d), atol=1e-4)
 
 
 def test_prepare_context_and_a_sessions_recall_agree_on_the_window() -> None:

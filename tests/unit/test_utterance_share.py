@@ -19,7 +19,8 @@ def params(**kw: float) -> QueryParams:
 def test_off_keeps_utterance_weight() -> None:
     long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
     assert params().utterance_share_weight == pytest.approx(0.7)  # the default (issue 39)
-    assert utterance_weight(params(utterance_share_weight=0), long, TURNS) == pytest.approx(0.2)
+    assert params().utterance_weight == pytest.approx(0.05)  # the floor (issue 39)
+    assert utterance_weight(params(utterance_share_weight=0), long, TURNS) == pytest.approx(0.05)
 
 
 def test_share_raises_a_long_utterance_not_a_vague_one() -> None:
@@ -27,5 +28,8 @@ def test_share_raises_a_long_utterance_not_a_vague_one() -> None:
     long = "还有更吓人的 它趁我拿东西溜出门 我举着手机电筒在地底下那层一个个轮子旁边照"
     total = len(long) + sum(len(t.text) for t in TURNS)
     assert utterance_weight(p, long, TURNS) == pytest.approx(0.7 * len(long) / total)
-    assert utterance_weight(p, "对啊 就那回", TURNS) == pytest.approx(0.2)  # never below
+    vague = "对啊 就那回"
+    share = len(vague) / (len(vague) + sum(len(t.text) for t in TURNS))
+    assert utterance_weight(p, vague, TURNS) == pytest.approx(0.7 * share)  # its share
+    assert utterance_weight(params(utterance_weight=0.5), vague, TURNS) == pytest.approx(0.5)
     assert utterance_weight(p, "嗯", []) == pytest.approx(0.7)  # no turns: all utterance
