@@ -11,21 +11,14 @@ the engine's CPU (utime + stime of PID from /proc, the idle node's ~19 ms a seco
 from __future__ import annotations
 
 import collections
-import os
 import sys
 import time
 from typing import Any
 
+from engine_parts import cpu_ms  # this folder's (run as a script, its folder is on the path)
+
 from bench import latency as lat
 from bench.common import make_kemem
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_ms(pid: str) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().split(")")[-1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / TICK
 
 
 def main() -> None:
