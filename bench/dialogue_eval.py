@@ -333,6 +333,9 @@ def run_mode(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.distractors and (args.corpus == "zh" or args.keywords == "tfidf"):
+        # the zh corpus is the demo's own store; TF-IDF keywords would differ from the copies'
+        raise SystemExit("--distractors: not with --corpus zh or --keywords tfidf")
     km = make_kemem(args.prefix, variant=args.variant)
     styles = args.styles or list(CORPUS_STYLES[args.corpus])
     queries = load_queries(args.split, styles, args.corpus)
@@ -459,7 +462,8 @@ def parser() -> argparse.ArgumentParser:
         "--distractors",
         action="store_true",
         help="every scope also holds the other users' Chinese memories of the check, fresh, "
-        "hard and implied sets, renamed to the scope's names (not with --corpus zh)",
+        "hard and implied sets, renamed to the scope's names (not with --corpus zh or "
+        "--keywords tfidf)",
     )
     p.add_argument("--variant", choices=["int8", "fp32"], default="int8", help="model variant")
     p.add_argument("--workers", type=int, default=2)
