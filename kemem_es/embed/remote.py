@@ -11,20 +11,16 @@ dimension is one too, raised before anything that needs the vectors is written.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.embed.files import EmbedderError, short_hash
-from kemem_es.upstream import error_excerpt
+from kemem_es.upstream import UpstreamClient, error_excerpt
 
 if TYPE_CHECKING:
-    import httpx
-
     from kemem_es.config import Settings
 
 RETRY_PAUSES_S = (0.1, 0.3, 1.0)  # between attempts, then the last one repeats
@@ -36,12 +32,14 @@ class _Retry(Exception):
         self.error = error
 
 
-class RemoteEmbedder:
+class RemoteEmbedder(UpstreamClient):
     """Text → float32 vectors from an OpenAI-compatible embeddings endpoint; thread-safe.
 
     ``dim``: the model's dimension, given (``KEMEM_EMBED_DIM``) or asked of the service once
     (one text embedded at construction). Every vector the service returns is checked
     against it."""
+
+    what = "the embedding service"
 
     def __init__(
         self,
@@ -57,38 +55,28 @@ class RemoteEmbedder:
         normalize: bool = True,
     ) -> None:
         try:
-            import httpx
+            import httpx  # noqa: F401  (only whether it is installed)
         except ModuleNotFoundError:
             raise EmbedderError(
                 "KEMEM_EMBED_URL talks to the service through httpx: "
                 "pip install 'kemem-es[remote-embed]'"
             ) from None
-        try:
-            url = httpx.URL(base_url.strip())
-            path = url.path.rstrip("/")
-            if not path.endswith("/embeddings"):
-                url = url.copy_with(path=f"{path}/embeddings")
-        except httpx.InvalidURL:
-            url = None
-        if url is None or url.scheme not in ("http", "https") or not url.host:
-            raise EmbedderError(
-                "KEMEM_EMBED_URL: expected http(s)://host[:port]/…, e.g. http://127.0.0.1:8080/v1"
-            )
+        self._connect(
+            base_url,
+            "/embeddings",
+            api_key,
+            EmbedderError,
+            ("KEMEM_EMBED_URL", "KEMEM_EMBED_API_KEY"),
+            "http://127.0.0.1:8080/v1",
+        )
         if not model or not model.strip():
             raise EmbedderError("KEMEM_EMBED_MODEL: the model name the service expects is unset")
-        if api_key and not is_header_token(api_key):
-            raise EmbedderError(f"KEMEM_EMBED_API_KEY: {NOT_A_HEADER_TOKEN}")
-        self.url = url
-        self.where = str(url.copy_with(username=None, password=None, query=None))
         self.model = model.strip()
         self.timeout_s = float(timeout_s)
         self.batch_size = max(1, int(batch_size))
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
         self.normalize = normalize
-        self._key = api_key or None
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
         self._dim = int(dim) if dim else 0
         if not self._dim:
             probe = self._request(["dimension"], time.monotonic() + self.timeout_s)
@@ -150,12 +138,6 @@ class RemoteEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
 
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
     # -- the calls ------------------------------------------------------------------------------
     def _embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -169,20 +151,6 @@ class RemoteEmbedder:
         if self.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out.astype(np.float32, copy=False)
-
-    def _http(self) -> httpx.Client:
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(follow_redirects=False)
-            return self._client
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        return headers
 
     def _timeout(self) -> EmbedderError:
         return EmbedderError(
@@ -204,19 +172,8 @@ class RemoteEmbedder:
                 with self._http().stream(
                     "POST", self.url, json=body, headers=self._headers(), timeout=remaining
                 ) as resp:
-                    chunks: list[bytes] = []
-                    size = 0
-                    for chunk in resp.iter_bytes():
-                        chunks.append(chunk)
-                        size += len(chunk)
-                        if size > MAX_ANSWER_BYTES:
-                            raise EmbedderError(
-                                f"the embedding service at {self.where} sent more than "
-                                f"{MAX_ANSWER_BYTES // 2**20} MiB for {len(texts)} texts"
-                            )
-                        if time.monotonic() > deadline:
-                            raise httpx.ReadTimeout("overall deadline")
-                    return self._vectors(resp.status_code, b"".join(chunks), len(texts))
+                    raw = self._read(resp, deadline, MAX_ANSWER_BYTES)
+                    return self._vectors(resp.status_code, raw, len(texts))
             except _Retry as exc:
                 error = exc.error
             except httpx.TimeoutException:

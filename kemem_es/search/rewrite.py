@@ -15,17 +15,15 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kemem_es.config import is_header_token
+from kemem_es.errors import KememError
 from kemem_es.text.dialogue import Turn
+from kemem_es.upstream import UpstreamClient
 
 if TYPE_CHECKING:
-    import httpx
-
     from kemem_es.config import Settings
 
 log = logging.getLogger("kemem_es.rewrite")
@@ -69,26 +67,27 @@ def clean(answer: str, utterance: str) -> str:
     return line[:MAX_REWRITE_CHARS]
 
 
-class Rewriter:
+class Rewriter(UpstreamClient):
     """POST ``{base_url}/chat/completions``; ``rewrite`` returns the search text or raises
     RewriteFailed. Thread-safe; one client kept open."""
+
+    what = "the rewriter"
 
     def __init__(
         self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 1.5
     ) -> None:
-        import httpx
-
-        url = httpx.URL(base_url.strip())
-        path = url.path.rstrip("/")
-        if not path.endswith("/chat/completions"):
-            url = url.copy_with(path=f"{path}/chat/completions")
-        self.url = url
-        self.where = str(url.copy_with(username=None, password=None, query=None))
+        # A bad URL or key is a configuration error (raised when the Kemem is made), not a
+        # reason the query falls back to the plain utterance.
+        self._connect(
+            base_url,
+            "/chat/completions",
+            api_key,
+            KememError,
+            ("KEMEM_REWRITE_BASE_URL", "KEMEM_REWRITE_API_KEY"),
+            "http://127.0.0.1:8000/v1",
+        )
         self.model = model
         self.timeout_s = timeout_s
-        self._key = api_key if api_key and is_header_token(api_key) else None
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Rewriter | None:
@@ -106,20 +105,6 @@ class Rewriter:
 
     def __repr__(self) -> str:
         return f"Rewriter({self.where!r}, model={self.model!r})"
-
-    def _http(self) -> httpx.Client:
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(follow_redirects=False)
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
 
     def body(self, utterance: str, turns: Sequence[Turn]) -> dict[str, Any]:
         recent = list(turns)[:MAX_TURNS][::-1]  # turns come newest first
@@ -145,23 +130,18 @@ class Rewriter:
         if limit <= 0:
             raise RewriteFailed("no time left for rewriting")
         deadline = time.monotonic() + limit
-        headers = {"Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
         try:
             with self._http().stream(
-                "POST", self.url, json=self.body(utterance, turns), headers=headers, timeout=limit
+                "POST",
+                self.url,
+                json=self.body(utterance, turns),
+                headers=self._headers(),
+                timeout=limit,
             ) as resp:
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in resp.iter_bytes():
-                    chunks.append(chunk)
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise RewriteFailed("the rewriter's answer is too large")
-                    if time.monotonic() > deadline:
-                        raise RewriteFailed(f"the rewriter took over {limit:g} s")
+                raw = self._read(resp, deadline, MAX_ANSWER_BYTES)
                 status = resp.status_code
+        except KememError as exc:  # the answer's size
+            raise RewriteFailed(str(exc)) from None
         except httpx.TimeoutException:
             raise RewriteFailed(f"the rewriter took over {limit:g} s") from None
         except httpx.HTTPError as exc:
@@ -169,7 +149,7 @@ class Rewriter:
         if status != 200:
             raise RewriteFailed(f"the rewriter failed (HTTP {status})")
         try:
-            content = json.loads(b"".join(chunks))["choices"][0]["message"]["content"]
+            content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise RewriteFailed("the rewriter's answer is not a chat completion") from None
         if not isinstance(content, str):

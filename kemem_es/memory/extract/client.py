@@ -13,21 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kemem_es.config import NOT_A_HEADER_TOKEN, is_header_token
 from kemem_es.errors import ExtractionError, ExtractorNotConfigured
-from kemem_es.logs import quiet_client_logs
 from kemem_es.memory.extract.answer import answer_text
 from kemem_es.memory.extract.base import Extraction, Messages
 from kemem_es.memory.extract.judge import Candidate, judge_section
 from kemem_es.memory.extract.prompt import load_prompt, render_dialogue, render_prompt
 from kemem_es.memory.extract.replies import Replies, load_httpx
+from kemem_es.upstream import UpstreamClient
 
 if TYPE_CHECKING:
     import httpx
@@ -40,7 +38,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 RETRY_PAUSE_S = 0.2
 
 
-class OpenAIExtractor(Replies):
+class OpenAIExtractor(Replies, UpstreamClient):
     """POST ``{base_url}/chat/completions`` with the prompt and the dialogue; parse and
     validate the JSON answer.
 
@@ -49,7 +47,7 @@ class OpenAIExtractor(Replies):
     ``json_mode=False`` leaves out ``response_format`` for servers that refuse it; the prompt
     asks for JSON only either way, and fences / a ``<think>`` block are stripped."""
 
-    _client: httpx.Client | None  # opened on first use, shared by the threads
+    what = "the extractor"
 
     def __init__(
         self,
@@ -63,36 +61,24 @@ class OpenAIExtractor(Replies):
         prompt_path: Path | None = None,
         max_tokens: int | None = None,
     ) -> None:
-        httpx = load_httpx()
-        try:
-            url = httpx.URL(base_url.strip())
-            path = url.path.rstrip("/")
-            # Into the path, before a query (``?api-version=…``), not after it.
-            if not path.endswith("/chat/completions"):
-                url = url.copy_with(path=f"{path}/chat/completions")
-        except httpx.InvalidURL:
-            url = None
-        if url is None or url.scheme not in ("http", "https") or not url.host:
-            raise ExtractionError(
-                "llm_base_url: expected http(s)://host[:port]/…, e.g. https://api.openai.com/v1"
-            )
-        if not model.strip():
-            raise ExtractionError("llm_model: empty")
+        load_httpx()
         if timeout_s <= 0:
             raise ExtractionError("llm_timeout_s: must be above 0")
-        if api_key and not is_header_token(api_key):
-            raise ExtractionError(f"llm_api_key: {NOT_A_HEADER_TOKEN}")
-        self.url = url
-        self.where = str(url.copy_with(username=None, password=None, query=None))
-        quiet_client_logs()  # httpx would log self.url, query string and all, at INFO
+        self._connect(
+            base_url,
+            "/chat/completions",
+            api_key,
+            ExtractionError,
+            ("llm_base_url", "llm_api_key"),
+            "https://api.openai.com/v1",
+        )
+        if not model.strip():
+            raise ExtractionError("llm_model: empty")
         self.model = model.strip()
         self.timeout_s = float(timeout_s)
         self.json_mode = json_mode
         self.max_tokens = max_tokens
         self.prompt = prompt if prompt is not None else load_prompt(prompt_path)
-        self._key = api_key or None
-        self._client = None
-        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAIExtractor:
@@ -141,37 +127,7 @@ class OpenAIExtractor(Replies):
             body["max_tokens"] = self.max_tokens
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        return headers
-
-    # -- answers ------------------------------------------------------------------------------
-    def _collect(self, chunks: list[bytes], chunk: bytes, size: int) -> int:
-        """Keep a chunk of the body; the size so far (over MAX_ANSWER_BYTES is refused)."""
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > MAX_ANSWER_BYTES:
-            raise ExtractionError(
-                f"the extractor at {self.where} sent more than {MAX_ANSWER_BYTES // 2**20} MiB"
-            )
-        return size
-
     # -- sync -----------------------------------------------------------------------------------
-    def _http(self) -> httpx.Client:
-        httpx = load_httpx()
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(follow_redirects=False)
-            return self._client
-
-    def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
-
     def __enter__(self) -> OpenAIExtractor:
         return self
 
@@ -179,7 +135,6 @@ class OpenAIExtractor(Replies):
         self.close()
 
     def _post(self, body: dict[str, Any], deadline: float) -> Any:
-        httpx = load_httpx()
         error: ExtractionError | None = None
         for attempt in (1, 2):
             remaining = deadline - time.monotonic()
@@ -189,13 +144,8 @@ class OpenAIExtractor(Replies):
                 with self._http().stream(
                     "POST", self.url, json=body, headers=self._headers(), timeout=remaining
                 ) as resp:
-                    chunks: list[bytes] = []
-                    size = 0
-                    for chunk in resp.iter_bytes():
-                        size = self._collect(chunks, chunk, size)
-                        if time.monotonic() > deadline:
-                            raise httpx.ReadTimeout("overall deadline")
-                    return self._answer(resp.status_code, b"".join(chunks))
+                    raw = self._read(resp, deadline, MAX_ANSWER_BYTES)
+                    return self._answer(resp.status_code, raw)
             except Exception as exc:
                 error = self._retryable(exc)
             log.debug("extractor attempt %d failed: %s", attempt, error)
@@ -249,11 +199,8 @@ class OpenAIExtractor(Replies):
                 async with client.stream(
                     "POST", self.url, json=body, headers=self._headers(), timeout=remaining
                 ) as resp:
-                    chunks: list[bytes] = []
-                    size = 0
-                    async for chunk in resp.aiter_bytes():
-                        size = self._collect(chunks, chunk, size)
-                    return self._answer(resp.status_code, b"".join(chunks))
+                    raw = await self._aread(resp, MAX_ANSWER_BYTES)
+                    return self._answer(resp.status_code, raw)
             except Exception as exc:
                 error = self._retryable(exc)
             log.debug("extractor attempt %d failed: %s", attempt, error)
