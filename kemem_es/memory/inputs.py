@@ -29,15 +29,25 @@ def utf8_text(text: str, field: str) -> str:
 ROLE_SPEAKERS = {"user": "用户", "assistant": "AI"}  # the extraction prompt's own defaults
 
 
-def join_messages(messages: Sequence[Message | str], names: Mapping[str, str] | None = None) -> str:
-    """Chat turns become one event text: each turn on its own line, in order, labelled with
-    its speaker (``名字：内容``: the message's ``name``, else the call's ``user_name`` /
-    ``agent_name``, else 用户 / AI), so the memory says whose words they are (an unlabelled
-    「我最喜欢喝冰美式 / 嗯嗯，我记住啦」 left open who 我 was). A plain string is the user's."""
-    names = names or {}
+def dialogue_lines(
+    messages: Sequence[Message | str] | str,
+    user_name: str | None = None,
+    agent_name: str | None = None,
+) -> list[str]:
+    """Chat turns as lines ``名字：内容``, in order, each labelled with its speaker (the message's
+    ``name``, else ``user_name`` / ``agent_name``, else 用户 / AI): what an added dialogue's
+    event text and the extraction prompt's dialogue are made of. A plain string is the user's.
+    System turns (a persona prompt) are not dialogue and are left out, as are turns with no
+    visible text. Bad messages are the caller's input: InvalidInput naming the message."""
+    if isinstance(messages, str):
+        messages = [messages]
+    if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
+        raise InvalidInput(
+            "messages: expected a list of {'role': ..., 'content': '...'}", field="messages"
+        )
     speakers = {
-        "user": names.get("user_name") or ROLE_SPEAKERS["user"],
-        "assistant": names.get("agent_name") or ROLE_SPEAKERS["assistant"],
+        "user": user_name or ROLE_SPEAKERS["user"],
+        "assistant": agent_name or ROLE_SPEAKERS["assistant"],
     }
     lines = []
     for i, m in enumerate(messages):
@@ -50,10 +60,18 @@ def join_messages(messages: Sequence[Message | str], names: Mapping[str, str] | 
                 f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
                 field=f"messages[{i}]",
             )
-        if has_visible_text(utf8_text(content, f"messages[{i}].content")):
-            speaker = name.strip() if isinstance(name, str) and name.strip() else None
-            speaker = speaker or speakers.get(role, role)
-            lines.append(f"{speaker}：{content.strip()}")
+        if role == "system" or not has_visible_text(utf8_text(content, f"messages[{i}].content")):
+            continue
+        speaker = name.strip() if isinstance(name, str) and name.strip() else None
+        lines.append(f"{speaker or speakers.get(role, role)}：{content.strip()}")
+    return lines
+
+
+def join_messages(messages: Sequence[Message | str], names: Mapping[str, str] | None = None) -> str:
+    """Chat turns become one event text (``dialogue_lines``), so the memory says whose words
+    they are (an unlabelled 「我最喜欢喝冰美式 / 嗯嗯，我记住啦」 left open who 我 was)."""
+    names = names or {}
+    lines = dialogue_lines(messages, names.get("user_name"), names.get("agent_name"))
     if not lines:
         raise InvalidInput("messages: no text to remember", field="messages")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import pytest
 
 from kemem_es.contract.response import AdditionalInfo, EntityHit, EventHit, QueryResponse
 from kemem_es.errors import InvalidInput
+from kemem_es.memory.extract.prompt import render_dialogue
 from kemem_es.memory.inputs import join_messages
 from kemem_es.session.assemble import Inputs, assemble
 from kemem_es.session.fallback import fallback_extraction, kept_sentences
@@ -92,6 +93,18 @@ def test_add_messages_label_each_turn_with_its_speaker() -> None:
     assert join_messages(msgs) == "用户：甲\nAI：乙"
     names = {"user_name": "木木", "agent_name": "祁煜"}
     assert join_messages(msgs, names) == "木木：甲\n祁煜：乙"
+
+
+def test_an_added_dialogue_leaves_out_its_system_turn_as_extraction_does() -> None:
+    """A persona prompt is not what the user said: neither the event text of an added
+    dialogue nor the extraction prompt's dialogue holds it (one function makes both)."""
+    msgs = [
+        {"role": "system", "content": "你是祁煜，一位画家"},
+        {"role": "user", "content": "甲", "name": " 木木 "},
+        {"role": "assistant", "content": "\u200b"},  # no visible text
+    ]
+    assert join_messages(msgs) == "木木：甲"
+    assert render_dialogue(msgs) == "木木：甲"
 
 
 # -- assembly: budget and no overlap -------------------------------------------------------------

@@ -3,13 +3,13 @@ model reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 
 from kemem_es.errors import ExtractionError, InvalidInput
 from kemem_es.memory.extract.base import Messages
+from kemem_es.memory.inputs import dialogue_lines
 
 PROMPT_FILE = "extract_zh.md"
 WEEKDAYS = "一二三四五六日"
@@ -55,30 +55,10 @@ def render_prompt(
 def render_dialogue(
     messages: Messages, *, user_name: str | None = None, agent_name: str | None = None
 ) -> str:
-    """One line per turn, ``名字：内容``. System turns (a persona prompt) are not dialogue and are
-    left out. Bad messages are the caller's input: :class:`InvalidInput`."""
-    if isinstance(messages, str):
-        messages = [messages]
-    if isinstance(messages, Mapping) or not isinstance(messages, Sequence):
-        raise InvalidInput(
-            "messages: expected a list of {'role': ..., 'content': '...'}", field="messages"
-        )
-    speakers = {"user": user_name or "用户", "assistant": agent_name or "AI"}
-    lines = []
-    for i, m in enumerate(messages):
-        if isinstance(m, str):
-            role, name, content = "user", None, m
-        elif isinstance(m, Mapping) and isinstance(m.get("content"), str):
-            role, name, content = str(m.get("role") or "user"), m.get("name"), m["content"]
-        else:
-            raise InvalidInput(
-                f"messages[{i}]: expected {{'role': ..., 'content': '...'}}",
-                field=f"messages[{i}]",
-            )
-        if role == "system" or not content.strip():
-            continue
-        speaker = name if isinstance(name, str) and name.strip() else speakers.get(role, role)
-        lines.append(f"{speaker}：{content.strip()}")
+    """The dialogue for the prompt: one line per turn, ``名字：内容`` (``inputs.dialogue_lines``:
+    system turns, a persona prompt, left out). Bad messages are the caller's input:
+    :class:`InvalidInput`."""
+    lines = dialogue_lines(messages, user_name, agent_name)
     if not lines:
         raise InvalidInput("messages: no dialogue to extract memories from", field="messages")
     return "\n".join(lines)
