@@ -71,6 +71,8 @@ def build_records(
     km: Any, es: EvalSet, vecs: np.ndarray, keywords: str, pooled_files: set[str] | None
 ) -> tuple[list[Any], list[Any]]:
     from kemem_es import EventRecord
+    from kemem_es.store.documents import MEMORY_SENTENCES
+    from kemem_es.text.dialogue import memory_sentences
     from kemem_es.text.keywords import pick_base_words
 
     per_ns, pooled = [], []
@@ -84,8 +86,14 @@ def build_records(
             "created_at": datetime.fromisoformat(doc["timestamp"]),
             "place": (doc.get("meta") or {}).get("place", "") or "",
             "keywords": kws,
-            "vector": vec.round(6).tolist(),
         }
+        # The cached vectors save the model's time; a memory of several sentences is embedded
+        # by the writer instead (the same vector: int8 runs each text alone), which then
+        # embeds its sentences too (search.best_sentence): a supplied vector brings none.
+        if not (
+            km.settings.sentence_vectors and memory_sentences(doc["text"], MEMORY_SENTENCES)
+        ):
+            fields["vector"] = vec.round(6).tolist()
         per_ns.append(EventRecord(id=doc["doc_id"], user_id=doc["namespace"], **fields))
         src = source_file(doc["namespace"])
         if pooled_files is None or src in pooled_files:

@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     # threads of one run. 0: the machine's cores (int8), onnxruntime's choice (fp32).
     embed_threads: int = Field(default=0, ge=0, description="0: the machine's cores")
     embed_batch: int = Field(default=64, ge=1)
+    # An event of several sentences is also embedded sentence by sentence, so that a chat turn
+    # about one of them finds it (search.best_sentence); a model run more per such memory.
+    sentence_vectors: bool = Field(
+        default=True, description="embed each sentence of a multi-sentence event on its own too"
+    )
     embed_max_length: int = Field(default=256, ge=8, le=8192)
     # Bring your own embedder (docs/embedders.md): how a local ONNX model's states become one
     # vector, what it is told about a text's role, or a remote OpenAI-compatible service.

@@ -304,6 +304,14 @@ class QueryParams(BaseModel):
     anchor_window: int = Field(
         10, ge=1, le=100, description="best hits that closeness in meaning to the anchor raises"
     )
+    # A memory of several sentences (search.best_sentence): its cosine moves this far toward
+    # its best sentence's when that is closer to the query. Fusion, paired, 0 → 0.25: the
+    # implied-memory dialogues with 15× distractors R@5 +0.037, nDCG@10 +0.020; the hard set
+    # R@5 +0.016; no interval below zero on any set. 0.5 lost nDCG@10 with distractors
+    # (fresh −0.025). bench/results/2026-11-30-sentences.
+    memory_sentence_weight: float = Field(
+        0.25, ge=0, le=1, description="how far a memory's cosine moves toward its best sentence's"
+    )
     # Temporal contiguity (search.anchor): a confident anchor also raises the memories close to
     # it in time, "close" measured against the user's own timeline (docs/calibration.md).
     contiguity_weight: float = Field(

@@ -42,7 +42,7 @@ def iso_instant(value: object) -> str | None:
 
 class Signals(BaseModel):
     """Each fused signal of one event hit (the explain option), as the score holds it: the
-    score is ``Σ weight·signal + anchor``, clamped to [0, 1].
+    score is ``Σ weight·signal + sentence + anchor``, clamped to [0, 1].
 
     ``time`` and ``strength`` lie in [0, 1]. ``kw`` does too, except that it can exceed 1 by up
     to ``proximity_share`` (word pairs found close together, latin-script queries). ``vec`` is
@@ -60,6 +60,11 @@ class Signals(BaseModel):
         0.0,
         description="what closeness in meaning or time to a confident best hit added (anchor "
         "feedback), after the cap at that best hit's score",
+    )
+    sentence: float = Field(
+        0.0,
+        description="what the memory's best sentence added: its cosine moved "
+        "memory_sentence_weight of the way toward that sentence's, when closer to the query",
     )
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.models import Database
+from kemem_es.search import best_sentence
 from kemem_es.store import vector_code
 from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
 
@@ -81,6 +82,7 @@ def code_fields(params: QueryParams, db: Database, codes: bool = False) -> dict[
     fields: list[str | dict[str, str]] = []
     if (active(params) and _by_meaning(params)) or codes:
         fields.append(VECTOR_CODE_FIELD)
+    fields += [f for f in best_sentence.fields(params) if f not in fields]
     if active(params) and _timed(params, db):
         fields.append({"field": TIME_FIELD, "format": "epoch_millis"})
     return {"docvalue_fields": fields} if fields else {}

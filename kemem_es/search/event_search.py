@@ -11,7 +11,7 @@ from kemem_es.contract.params import QueryParams
 from kemem_es.engine.client import Search
 from kemem_es.engine.errors import raise_engine_error
 from kemem_es.models import Database
-from kemem_es.search import anchor, topic_shift
+from kemem_es.search import anchor, best_sentence, topic_shift
 from kemem_es.search import events as ev
 from kemem_es.search.clauses import (
     EVENT_FIELDS,
@@ -46,7 +46,8 @@ class EventSearch(ScopeSizes):
         official index must not cost the user's own memories); all missing is an error.
         ``utterance``: the utterance's own vector (``topic_shift``), when it has context."""
         searches, dbs = self.event_searches(params, words, vector, now, parts)
-        return self.rank_events(params, dbs, self.engine.msearch(searches), utterance)
+        responses = self.engine.msearch(searches)
+        return self.rank_events(params, dbs, responses, utterance, vector)
 
     def event_searches(
         self,
@@ -89,8 +90,10 @@ class EventSearch(ScopeSizes):
         dbs: Sequence[Database],
         responses: Sequence[dict[str, Any]],
         utterance: Sequence[float] | None = None,
+        vector: Sequence[float] | None = None,
     ) -> tuple[list[EventResult], list[str]]:
-        """``search_events``' answer from the responses to ``event_searches``."""
+        """``search_events``' answer from the responses to ``event_searches`` (``vector``: the
+        query's, for the memories' best sentences, search.best_sentence)."""
         prefix = self.engine.settings.index_prefix
         coverage = params.mode in ("fusion", "two_stage")
         mode = params.mode
@@ -123,9 +126,11 @@ class EventSearch(ScopeSizes):
             ranked = [r for r in rrf_merge(lists, params.rrf_k) if r[2] >= params.score_threshold]
             fed = anchor.feedback(params, ranked)
         else:
+            ranked = best_sentence.lifted(params, _by_score(ranked), vector, offset)
             ranked = topic_shift.gated(
-                params, _by_score(ranked), utterance, mode_weights(params).get("kw", 0.0), offset
+                params, ranked, utterance, mode_weights(params).get("kw", 0.0), offset
             )
+            fill = best_sentence.lifted(params, _by_score(fill), vector, offset)
             ranked, fill = _kept(params, ranked), _kept(params, fill)
             # the memories a word matches first (anchor feedback among them), then the fill:
             # those no word matches, by their score
@@ -157,7 +162,7 @@ class EventSearch(ScopeSizes):
                 if coverage and w.get("kw", 0.0) > 0:
                     # coverage is the query's own score (no function): what the raw sum holds
                     # beyond the other signals
-                    raw = float(hit["_score"])
+                    raw = float(hit["_score"]) - hit.get(best_sentence.GAIN, 0.0)
                     others = w.get("vec", 0.0) * raw_vec + sum(
                         w.get(k, 0.0) * getattr(signals, k) for k in ("time", "strength")
                     )
@@ -165,7 +170,9 @@ class EventSearch(ScopeSizes):
                     # derived from rounded explanation values: good to ~0.005
                     update["kw"] = round(kw, 3) if kw > 0.005 else 0.0
                     update["bm25"] = update["kw"]
-                signals = signals.model_copy(update={**update, "anchor": round(gain, 4)})
+                sentence = round(hit.get(best_sentence.GAIN, 0.0), 4)
+                update |= {"anchor": round(gain, 4), "sentence": sentence}
+                signals = signals.model_copy(update=update)
             out.append((db, hit, score, signals))
         return out, sorted(set(missing))
 

@@ -259,7 +259,7 @@ class Searcher(EntitySearch):
                 params, [*words, *bridges], vector, now, parts, slots
             )
             responses = self.engine.msearch(searches)
-        event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)], own)
+        event_hits, missing = self.rank_events(params, dbs, responses[: len(searches)], own, vector)
         answered = [*responses[: len(searches)], *extra_responses]
         return event_hits, entity_hits, missing, bridges, answered
 

@@ -33,6 +33,7 @@ from kemem_es.models import (
 from kemem_es.store import vector_code
 from kemem_es.store.layout import (
     ID_FIELD,
+    SENTENCE_CODES_FIELD,
     SLOTS_FIELD,
     STRENGTH_KEY_FIELD,
     STRENGTH_KEY_SCALE,
@@ -72,8 +73,8 @@ def embed_text(record: MemoryRecord) -> str:
 # input. Bumped when that changes, so re-importing the same source refreshes documents written
 # before (2: latin names no longer cut English words apart; 3: English irregular past forms
 # stem as their base form; round 8 of issue 12; 4: names are kept whole in their own scope's
-# texts only, see store/names.py).
-DERIVATION_VERSION = 4
+# texts only, see store/names.py; 5: an event's sentences have vectors of their own).
+DERIVATION_VERSION = 5
 
 
 def content_hash(record: MemoryRecord, model_name: str) -> str:
@@ -226,11 +227,22 @@ def fact_fields(facts: Facts) -> dict[str, Any]:
     return {SLOTS_FIELD: facts.stored, SUBJECT_FIELD: facts.subject}
 
 
-def vector_fields(kind: MemoryKind, vector: list[float]) -> dict[str, Any]:
+# A memory's sentences embedded on their own at most (more are joined into this many runs).
+MEMORY_SENTENCES = 4
+
+
+def vector_fields(
+    kind: MemoryKind, vector: list[float], sentences: str | None = None
+) -> dict[str, Any]:
     """What a new vector sets in a document: the vector, and for events its code (the compact
-    copy the query path compares hits with, ``store.vector_code``)."""
+    copy the query path compares hits with, ``store.vector_code``) and its sentences' codes
+    (``sentences``, from ``BulkPrepare.sentence_codes``; none for a single sentence)."""
     if kind == "events" and vector:
-        return {VECTOR_FIELD: vector, VECTOR_CODE_FIELD: vector_code.encode(vector)}
+        return {
+            VECTOR_FIELD: vector,
+            VECTOR_CODE_FIELD: vector_code.encode(vector),
+            SENTENCE_CODES_FIELD: sentences,
+        }
     return {VECTOR_FIELD: vector}
 
 

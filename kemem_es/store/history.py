@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any
 from kemem_es.contract.memory import Action, HistoryEntry
 from kemem_es.models import MemoryKind
 from kemem_es.store.documents import utc_now
-from kemem_es.store.layout import VECTOR_CODE_FIELD, VECTOR_FIELD, history_alias
+from kemem_es.store.layout import (
+    SENTENCE_CODES_FIELD,
+    VECTOR_CODE_FIELD,
+    VECTOR_FIELD,
+    history_alias,
+)
 from kemem_es.store.scope import Scope
 
 if TYPE_CHECKING:
@@ -72,7 +77,8 @@ def slim(source: dict[str, Any]) -> dict[str, Any]:
     return {
         k: v
         for k, v in source.items()
-        if not k.endswith("_tok") and k not in (VECTOR_FIELD, VECTOR_CODE_FIELD, "meta")
+        if not k.endswith("_tok")
+        and k not in (VECTOR_FIELD, VECTOR_CODE_FIELD, SENTENCE_CODES_FIELD, "meta")
     }
 
 

@@ -27,6 +27,8 @@ def checked_kind(value: object) -> MemoryKind:
 
 VECTOR_FIELD = "vector"
 VECTOR_CODE_FIELD = "vector_code"  # events: the vector as int8 doc values (store.vector_code)
+# events: each sentence's own vector as int8 doc values (store.vector_code, search.best_sentence)
+SENTENCE_CODES_FIELD = "sentence_codes"
 # The strength again, as a date whose distance from the epoch is STRENGTH_KEY_SCALE / strength
 # milliseconds: a distance_feature query with pivot SCALE / k then scores exactly
 # s / (s + k), the strength term, without a script (native scoring; store.documents).
@@ -41,8 +43,15 @@ SUPERSEDED_BY = "superseded_by"
 SUPERSEDED_AT = "superseded_at"
 FACT_FIELDS = (SLOTS_FIELD, SUBJECT_FIELD, SUPERSEDED_BY, SUPERSEDED_AT)
 UID_FIELD = "uid"  # the engine _id, stored as a keyword: the tie-breaker for stable paging
-# What hits never need to carry back: the vector, its code and the token copies of the texts.
-HEAVY_FIELDS = [VECTOR_FIELD, VECTOR_CODE_FIELD, "*_tok", "content_hash", "meta"]
+# What hits never need to carry back: the vector, its codes and the token copies of the texts.
+HEAVY_FIELDS = [
+    VECTOR_FIELD,
+    VECTOR_CODE_FIELD,
+    SENTENCE_CODES_FIELD,
+    "*_tok",
+    "content_hash",
+    "meta",
+]
 
 
 def index_alias(prefix: str, db: Database, kind: MemoryKind) -> str:

@@ -31,6 +31,7 @@ from kemem_es.store.documents import OPTIONAL_TERMS, meta_entries, to_record_dat
 from kemem_es.store.layout import (
     DATABASES,
     KINDS,
+    SENTENCE_CODES_FIELD,
     UID_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
@@ -117,7 +118,8 @@ def _convert(
     doc[UID_FIELD] = scope.doc_id(memory_id)
     doc["meta"] = meta_entries(doc.get("metadata") or {})
     if doc.get(VECTOR_FIELD):  # written before vectors were stored at unit length
-        doc.update(vector_fields(kind, check_vector(doc[VECTOR_FIELD]) or []))
+        vector = check_vector(doc[VECTOR_FIELD]) or []
+        doc.update(vector_fields(kind, vector, doc.get(SENTENCE_CODES_FIELD)))
     return {"_id": scope.doc_id(memory_id), "routing": scope.routing}, doc
 
 

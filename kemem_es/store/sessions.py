@@ -21,7 +21,7 @@ from kemem_es.engine.errors import check_bulk, check_shards
 from kemem_es.errors import ConcurrentChange, activity
 from kemem_es.store import history
 from kemem_es.store.documents import utc_now
-from kemem_es.store.layout import index_alias
+from kemem_es.store.layout import HEAVY_FIELDS, index_alias
 from kemem_es.store.scope import Scope, checked_id
 from kemem_es.store.templates import _create, _load, put_template, template_version
 
@@ -397,7 +397,7 @@ class SessionStore:
             "size": limit,
             "query": {"bool": {"filter": [*scope.filters(), {"exists": {"field": "session_id"}}]}},
             "sort": [{"indexed_at": {"order": "desc", "missing": "_last"}}, {"uid": "asc"}],
-            "_source": {"excludes": ["vector", "vector_code", "*_tok", "meta", "content_hash"]},
+            "_source": {"excludes": HEAVY_FIELDS},
         }
         with activity("reading the overview"):
             resp = self.engine.search(alias, body, ignore_unavailable=True, routing=scope.routing)

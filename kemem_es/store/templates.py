@@ -25,6 +25,7 @@ from kemem_es.store.layout import (
     DATABASES,
     FACT_FIELDS,
     KINDS,
+    SENTENCE_CODES_FIELD,
     STRENGTH_KEY_FIELD,
     VECTOR_CODE_FIELD,
     VECTOR_FIELD,
@@ -38,7 +39,9 @@ USERS = "users"
 # Fields a later release added to a template version: an index of that version without them is
 # given them in place (an added field changes nothing that is stored); its older documents
 # simply lack them until they are written again or `kemem-es migrate` fills them in.
-ADDED_FIELDS = frozenset({VECTOR_CODE_FIELD, STRENGTH_KEY_FIELD, *FACT_FIELDS})
+ADDED_FIELDS = frozenset(
+    {VECTOR_CODE_FIELD, SENTENCE_CODES_FIELD, STRENGTH_KEY_FIELD, *FACT_FIELDS}
+)
 
 
 @cache

@@ -31,3 +31,20 @@ def decode(code: str) -> np.ndarray:
     v = np.frombuffer(raw, dtype=np.int8).astype(np.float32)
     norm = float(np.linalg.norm(v))
     return v / norm if norm > 0 else v
+
+
+def encode_many(vectors: Sequence[Sequence[float]] | np.ndarray) -> str:
+    """Several vectors' codes one after another in one doc value (a memory's sentences)."""
+    raw = b"".join(base64.b64decode(encode(v)) for v in vectors)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def decode_many(code: str, dims: int) -> np.ndarray:
+    """``encode_many``'s vectors back, unit length, one row each ((0, dims) when the code
+    does not hold whole vectors of ``dims``: another model's, say)."""
+    raw = base64.b64decode(code + "=" * (-len(code) % 4))
+    if dims <= 0 or not raw or len(raw) % dims:
+        return np.zeros((0, max(dims, 0)), dtype=np.float32)
+    m = np.frombuffer(raw, dtype=np.int8).astype(np.float32).reshape(-1, dims)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.maximum(norms, 1e-12)

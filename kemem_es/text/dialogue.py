@@ -202,9 +202,26 @@ def sentences(text: str, max_sentences: int) -> list[str]:
     sentence's vector (see events.sentence_clause)."""
     if max_sentences < 2:
         return []
-    parts = [p.strip(" \t，,、") for p in _SENTENCE_END.split(text)]
-    parts = [p for p in parts if len(p) >= SENTENCE_MIN_CHARS and not is_small_talk(p)]
+    parts = _sentence_parts(text)
     return parts[-max_sentences:] if len(parts) >= 2 else []
+
+
+def memory_sentences(text: str, max_sentences: int) -> list[str]:
+    """A memory's sentences, split as an utterance's are (``sentences``), or ``[]`` when it
+    has fewer than two. More than ``max_sentences`` are joined into that many runs of
+    neighbours, so that every part of the memory keeps a vector of its own."""
+    parts = _sentence_parts(text)
+    if len(parts) < 2 or max_sentences < 2:
+        return []
+    if len(parts) <= max_sentences:
+        return parts
+    size = -(-len(parts) // max_sentences)  # neighbours per run, the runs about even
+    return ["，".join(parts[i : i + size]) for i in range(0, len(parts), size)]
+
+
+def _sentence_parts(text: str) -> list[str]:
+    parts = [p.strip(" \t，,、") for p in _SENTENCE_END.split(text)]
+    return [p for p in parts if len(p) >= SENTENCE_MIN_CHARS and not is_small_talk(p)]
 
 
 # Greetings, acknowledgements and fillers that carry no memory cue on their own.

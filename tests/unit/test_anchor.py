@@ -13,7 +13,7 @@ from kemem_es.engine.dialect import OpenSearch
 from kemem_es.search import anchor
 from kemem_es.search.modes import BodyArgs, mode_bodies
 from kemem_es.store import vector_code
-from kemem_es.store.layout import TIME_FIELD, VECTOR_CODE_FIELD
+from kemem_es.store.layout import SENTENCE_CODES_FIELD, TIME_FIELD, VECTOR_CODE_FIELD
 
 
 def unit(v) -> np.ndarray:
@@ -92,35 +92,40 @@ def test_no_memory_passes_the_anchor() -> None:
 
 def test_fused_bodies_return_the_window_with_codes() -> None:
     dialect = OpenSearch()
+    base = P.model_copy(update={"memory_sentence_weight": 0.0})  # the anchor's fields alone
     clauses = [{"term": {"keywords": "x"}}]
-    args = BodyArgs(dialect, "user", P, clauses, [0.1], datetime(2025, 1, 1), False)
+    args = BodyArgs(dialect, "user", base, clauses, [0.1], datetime(2025, 1, 1), False)
     (fusion,) = mode_bodies(args)
-    assert fusion["size"] == P.contiguity_window > P.anchor_window > P.limit
+    assert fusion["size"] == base.contiguity_window > base.anchor_window > base.limit
     time = {"field": TIME_FIELD, "format": "epoch_millis"}
     assert fusion["docvalue_fields"] == [VECTOR_CODE_FIELD, time]
-    meaning = P.model_copy(update={"contiguity_weight": 0.0})
+    meaning = base.model_copy(update={"contiguity_weight": 0.0})
     (m,) = mode_bodies(args._replace(params=meaning))
-    assert m["size"] == P.anchor_window and m["docvalue_fields"] == [VECTOR_CODE_FIELD]
-    timed = P.model_copy(update={"anchor_weight": 0.0})
+    assert m["size"] == base.anchor_window and m["docvalue_fields"] == [VECTOR_CODE_FIELD]
+    timed = base.model_copy(update={"anchor_weight": 0.0})
     (t,) = mode_bodies(args._replace(params=timed))
-    assert t["size"] == P.contiguity_window and t["docvalue_fields"] == [time]
+    assert t["size"] == base.contiguity_window and t["docvalue_fields"] == [time]
     # the agent's official memories are not the user's episodes: no times, no wider window
-    (official,) = mode_bodies(args._replace(db="official", params=P))
-    assert official["size"] == P.anchor_window and official["docvalue_fields"] == [
+    (official,) = mode_bodies(args._replace(db="official", params=base))
+    assert official["size"] == base.anchor_window and official["docvalue_fields"] == [
         VECTOR_CODE_FIELD
     ]
     (o,) = mode_bodies(args._replace(db="official", params=timed))
-    assert o["size"] == P.limit and "docvalue_fields" not in o
-    staged = P.model_copy(update={"mode": "two_stage", "limit": 30})
+    assert o["size"] == base.limit and "docvalue_fields" not in o
+    staged = base.model_copy(update={"mode": "two_stage", "limit": 30})
     (two,) = mode_bodies(args._replace(params=staged))
     assert two["size"] == 30 and two["rescore"]["window_size"] >= 30
-    off = P.model_copy(update={"anchor_weight": 0.0, "contiguity_weight": 0.0})
+    off = base.model_copy(update={"anchor_weight": 0.0, "contiguity_weight": 0.0})
     (plain,) = mode_bodies(args._replace(params=off))
-    assert plain["size"] == P.limit and "docvalue_fields" not in plain
+    assert plain["size"] == base.limit and "docvalue_fields" not in plain
     for mode in ("bm25", "vector", "rrf"):
-        other = P.model_copy(update={"mode": mode})
+        other = base.model_copy(update={"mode": mode})
         for body in mode_bodies(args._replace(params=other)):
             assert "docvalue_fields" not in body
+    # a memory's best sentence (search.best_sentence): fusion's hits carry both codes
+    sentences = meaning.model_copy(update={"memory_sentence_weight": 0.5})
+    (sent,) = mode_bodies(args._replace(params=sentences))
+    assert sent["docvalue_fields"] == [VECTOR_CODE_FIELD, SENTENCE_CODES_FIELD]
 
 
 DAY = 86_400_000

@@ -155,7 +155,7 @@ def test_named_clauses_ask_for_the_codes_even_without_anchor_feedback() -> None:
     from kemem_es.engine.dialect import OpenSearch
     from kemem_es.search.modes import BodyArgs, mode_bodies
 
-    p = params(anchor_weight=0.0, contiguity_weight=0.0)
+    p = params(anchor_weight=0.0, contiguity_weight=0.0, memory_sentence_weight=0.0)
     _, earlier = coverage_parts(words(own=8), expansion_share=0.0)
     args = BodyArgs(OpenSearch(), "user", p, [], [0.1], datetime(2025, 1, 1), False)
     assert not topic_shift.is_named(earlier)

@@ -115,7 +115,7 @@ class Adding(Editing, Matching, Supersession):
         tok = self.writer.tokenizers([(c.scope, c.record)])[c.scope]
         doc = to_document(c.record, c.scope, tok, c.memory_id)
         doc["content_hash"] = h
-        doc.update(vector_fields(kind, vector))
+        doc.update(vector_fields(kind, vector, self.writer.sentence_codes(kind, [c.record])[0]))
         if stored is None:
             return self._add_new(c, kind, refresh, actor, doc, vector, facts, rules)
         doc.update({f: stored.source[f] for f in LIFECYCLE_FIELDS if f in stored.source})

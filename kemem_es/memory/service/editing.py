@@ -137,7 +137,8 @@ class Editing(ServiceBase):
         vector = None
         if "vector" in changes or embed_text(c.record) != embed_text(old_record):
             vector = self.writer.vectors([c.record])[0]
-            doc.update(vector_fields(kind, vector))
+            codes = self.writer.sentence_codes(kind, [c.record])[0]
+            doc.update(vector_fields(kind, vector, codes))
         for f in LIFECYCLE_FIELDS:
             doc.pop(f, None)
         if "strength" not in changes:

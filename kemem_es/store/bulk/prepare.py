@@ -13,10 +13,11 @@ from kemem_es.contract.memory import Action
 from kemem_es.engine.errors import check_bulk
 from kemem_es.models import MemoryKind, MemoryRecord
 from kemem_es.runtime import offload
-from kemem_es.store import consistency, history
+from kemem_es.store import consistency, history, vector_code
 from kemem_es.store.bulk.base import EXISTING_FIELDS, Batch, BulkBase, carry_over
 from kemem_es.store.bulk.report import IndexReport
 from kemem_es.store.documents import (
+    MEMORY_SENTENCES,
     TextTokenizer,
     content_hash,
     embed_text,
@@ -27,6 +28,7 @@ from kemem_es.store.layout import history_alias, index_alias
 from kemem_es.store.names import record_names
 from kemem_es.store.scope import Scope
 from kemem_es.store.validation import Checked
+from kemem_es.text.dialogue import memory_sentences
 
 
 def approx_bytes(doc: dict[str, Any]) -> int:
@@ -67,15 +69,16 @@ class BulkPrepare(BulkBase):
         if not todo:
             return []
         vectors = self.vectors([c.record for c, _ in todo], [c.embedded for c, _ in todo])
+        sentences = self.sentence_codes(kind, [c.record for c, _ in todo])
         toks = self.tokenizers([(c.scope, c.record) for c, _ in todo])
         batches: list[Batch] = []
         cur = Batch([], {}, {})
         size = 0
-        for (c, h), vec in zip(todo, vectors, strict=True):
+        for (c, h), vec, codes in zip(todo, vectors, sentences, strict=True):
             old = existing.get(c.doc_id)
             doc = to_document(c.record, c.scope, toks[c.scope], c.memory_id)
             doc["content_hash"] = h
-            doc.update(vector_fields(kind, vec))
+            doc.update(vector_fields(kind, vec, codes))
             keep_strength = "strength" not in c.record.model_fields_set
             if old:
                 carry_over(doc, old, keep_strength)
@@ -185,4 +188,26 @@ class BulkPrepare(BulkBase):
             embedded = offload(self.embedder.embed, [embed_text(records[i]) for i in need])
             for i, vec in zip(need, embedded, strict=True):
                 out[i] = vec.astype(float).round(6).tolist()
+        return out
+
+    def sentence_codes(self, kind: MemoryKind, records: Sequence[MemoryRecord]) -> list[str | None]:
+        """Each event's sentences embedded on their own, as one code (``store.vector_code``;
+        read by search.best_sentence); None for a memory of one sentence, for entities, and
+        for a memory whose vector the caller supplied (its model is the caller's: it brings no
+        sentence vectors). All sentences of the call in one embedding call."""
+        none: list[str | None] = [None] * len(records)
+        if kind != "events" or not self.engine.settings.sentence_vectors:
+            return none
+        parts = [
+            [] if r.vector else memory_sentences(embed_text(r), MEMORY_SENTENCES) for r in records
+        ]
+        flat = [p for ps in parts for p in ps]
+        if not flat:
+            return none
+        vecs = offload(self.embedder.embed, flat)
+        out: list[str | None] = []
+        at = 0
+        for ps in parts:
+            out.append(vector_code.encode_many(vecs[at : at + len(ps)]) if ps else None)
+            at += len(ps)
         return out
