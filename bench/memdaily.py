@@ -90,9 +90,7 @@ def build_records(
         # The cached vectors save the model's time; a memory of several sentences is embedded
         # by the writer instead (the same vector: int8 runs each text alone), which then
         # embeds its sentences too (search.best_sentence): a supplied vector brings none.
-        if not (
-            km.settings.sentence_vectors and memory_sentences(doc["text"], MEMORY_SENTENCES)
-        ):
+        if not (km.settings.sentence_vectors and memory_sentences(doc["text"], MEMORY_SENTENCES)):
             fields["vector"] = vec.round(6).tolist()
         per_ns.append(EventRecord(id=doc["doc_id"], user_id=doc["namespace"], **fields))
         src = source_file(doc["namespace"])
