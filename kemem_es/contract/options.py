@@ -72,6 +72,7 @@ class SearchOptions(TypedDict, total=False):
     anchor_gate: float
     anchor_window: int
     memory_sentence_weight: float
+    latin_memory_sentence_weight: float
     contiguity_weight: float
     latin_contiguity_weight: float
     contiguity_scale: float

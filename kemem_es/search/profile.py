@@ -29,8 +29,9 @@ def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParam
     the caller chose none of the weights or the event cosine scale; else ``default``.
     A latin-script query's entities take ``latin_entity_weights`` unless the caller set the
     entity weights or the entity cosine scale, and its events ``latin_proximity_share`` and
-    ``latin_anchor_weight`` and ``latin_contiguity_weight`` (and ``latin_context_words_gate``)
-    unless the caller set ``proximity_share``, ``anchor_weight`` or ``contiguity_weight`` (or
+    ``latin_anchor_weight``, ``latin_contiguity_weight`` and ``latin_memory_sentence_weight``
+    (and ``latin_context_words_gate``) unless the caller set ``proximity_share``,
+    ``anchor_weight``, ``contiguity_weight`` or ``memory_sentence_weight`` (or
     ``context_words_gate``)."""
     if not mostly_latin("\n".join(texts)):
         return params, "default"
@@ -44,6 +45,8 @@ def script_params(params: QueryParams, texts: Sequence[str]) -> tuple[QueryParam
         update["anchor_weight"] = params.latin_anchor_weight
     if "contiguity_weight" not in chosen:
         update["contiguity_weight"] = params.latin_contiguity_weight
+    if "memory_sentence_weight" not in chosen:
+        update["memory_sentence_weight"] = params.latin_memory_sentence_weight
     if "context_words_gate" not in chosen:  # search.topic_shift: m3e's English cosines
         update["context_words_gate"] = params.latin_context_words_gate
     profile = "default"

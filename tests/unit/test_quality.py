@@ -426,9 +426,15 @@ def test_an_english_query_leans_on_its_words_unless_the_caller_chose_weights() -
     assert latin.contiguity_weight == p.latin_contiguity_weight == 0 < p.contiguity_weight
     own_time = QueryParams(agent_id="a", user_id="u", contiguity_weight=0.1)
     assert script_params(own_time, ["pickles is sneezing"])[0].contiguity_weight == 0.1
+    # and a memory's best sentence (English sentences' leads over their memory are noise)
+    assert latin.memory_sentence_weight == p.latin_memory_sentence_weight == 0
+    assert p.memory_sentence_weight > 0
+    own_sentence = QueryParams(agent_id="a", user_id="u", memory_sentence_weight=0.25)
+    assert script_params(own_sentence, ["pickles is sneezing"])[0].memory_sentence_weight == 0.25
     both = QueryParams(
         agent_id="a", user_id="u", weights=Weights(), entity_vec_floor=0.6, proximity_share=0,
         anchor_weight=0.2, contiguity_weight=0.3, context_words_gate=0.2,
+        memory_sentence_weight=0.25,
     )  # fmt: skip
     assert script_params(both, ["pickles is sneezing"]) == (both, "default")
     with pytest.raises(ValidationError):
