@@ -40,7 +40,9 @@ CHROMEDRIVER = os.environ.get("KEMEM_TEST_CHROMEDRIVER", "/usr/bin/chromedriver"
 ARTIFACTS = Path(os.environ.get("KEMEM_TEST_ARTIFACTS", REPO / "tests" / "artifacts"))
 KEY = "k-qiyu-operator"
 AGENT, USER = "qiyu", "u_mumu"
-QUERY, TOP = "小雨又想吃火锅了", "ev-u_mumu-qiyu-0008"  # the demo's hot-pot night with 小雨
+QUERY = "小雨又想吃火锅了"
+# the demo's three hot-pot nights with 小雨 (which leads: the one whose sentence is nearest)
+TOP = {f"ev-u_mumu-qiyu-{n}" for n in ("0008", "0050", "0058")}
 XSS = '<script>alert(1)</script><img src=x onerror="window.__xss=1">'
 XSS_TEXT = f"{XSS}木木在便签上抄了一行网页代码"
 WAIT_S = 60
@@ -209,7 +211,7 @@ def test_dashboard_in_a_browser(server: str, browser: Any) -> None:
         ec.visibility_of_element_located((By.CSS_SELECTOR, '.run[data-mode="fusion"] .hit')),
         "no explorer result",
     )
-    assert first.get_attribute("data-id") == TOP
+    assert first.get_attribute("data-id") in TOP
     assert "火锅" in first.find_element(By.CSS_SELECTOR, ".text").text
     bar_width = d.execute_script(
         "return arguments[0].getBoundingClientRect().width",
@@ -221,6 +223,9 @@ def test_dashboard_in_a_browser(server: str, browser: Any) -> None:
         assert width > 0.2 * bar_width, (signal, width, bar_width)  # both carry this memory
     assert first.find_elements(By.CSS_SELECTOR, ".sigbar .thr")
     assert first.find_elements(By.CSS_SELECTOR, '.sigvals [data-signal="vec"]')
+    # what a memory's best sentence added: a segment of its own, and its value
+    assert first.find_elements(By.CSS_SELECTOR, ".sigbar .seg.sentence")
+    assert first.find_elements(By.CSS_SELECTOR, '.sigvals [data-signal="sentence"]')
     rrf = d.find_element(By.CSS_SELECTOR, '.run[data-mode="rrf"]')
     assert rrf.find_elements(By.CSS_SELECTOR, ".hit")
     fusion = d.find_element(By.CSS_SELECTOR, '.run[data-mode="fusion"]')

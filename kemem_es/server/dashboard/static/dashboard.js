@@ -246,14 +246,20 @@
       bar.append(seg);
       left += part;
     }
-    // Anchor feedback: what closeness in meaning or time to a confident best hit added (weight
-    // 1, after the sum).
-    const gain = hit.signals.anchor || 0;
-    if (gain > 0) {
-      const seg = h("div", { class: "seg anchor", title: `anchor: +${fmt(gain)} (close to the best hit in meaning or time)` });
+    // What the memory's best sentence added (search.best_sentence) and anchor feedback (what
+    // closeness in meaning or time to a confident best hit added): weight 1, after the sum.
+    const extras = [
+      ["sentence", "its best sentence is closer to the query than the whole memory"],
+      ["anchor", "close to the best hit in meaning or time"],
+    ];
+    for (const [k, why] of extras) {
+      const gain = hit.signals[k] || 0;
+      if (gain <= 0) continue;
+      const seg = h("div", { class: `seg ${k}`, title: `${k}: +${fmt(gain)} (${why})` });
       seg.style.left = `${100 * Math.min(left, 1)}%`;
       seg.style.width = `${100 * Math.max(0, Math.min(gain, 1 - left))}%`;
       bar.append(seg);
+      left += gain;
     }
     const thr = h("div", { class: "thr", title: `threshold ${threshold}` });
     thr.style.left = `${100 * threshold}%`;
@@ -281,7 +287,7 @@
       h("div", { class: "chips expansions" }, exp.length ? exp.map(([word, lv]) => h("span", { class: `chip l${lv}` }, word, h("span", { class: "lv" }, lv))) : h("span", { class: "muted" }, "–")));
 
     box.append(h("h3", null, "events"), h("div", { class: "legend" },
-      [...SIGNALS, "anchor"].map((k) => h("span", null, h("span", { class: `key ${k}` }), `${k}`)),
+      [...SIGNALS, "sentence", "anchor"].map((k) => h("span", null, h("span", { class: `key ${k}` }), `${k}`)),
       h("span", null, "red line: threshold · black line: score")));
     if (!r.memory_events.length) box.append(h("p", { class: "muted" }, "no event reached the threshold"));
     r.memory_events.forEach((e, i) => {
@@ -292,7 +298,9 @@
       if (e.signals && w) {
         hit.append(sigBar(e, w, run.score_threshold));
         const vals = SIGNALS.map((k) => h("span", { data: { signal: k } }, `${k} ${fmt(e.signals[k])}${w[k] ? ` ×${w[k]} = ${fmt(w[k] * e.signals[k])}` : ""}`));
-        if (e.signals.anchor > 0) vals.push(h("span", { data: { signal: "anchor" } }, `anchor +${fmt(e.signals.anchor)}`));
+        for (const k of ["sentence", "anchor"]) {
+          if (e.signals[k] > 0) vals.push(h("span", { data: { signal: k } }, `${k} +${fmt(e.signals[k])}`));
+        }
         hit.append(h("div", { class: "legend sigvals" }, vals));
       }
       box.append(hit);
