@@ -85,8 +85,11 @@ def test_a_turn_about_one_sentence_lifts_its_memory_by_what_explain_shows(kemem:
 
 
 @pytest.mark.engine
-def test_an_update_to_one_sentence_drops_the_codes(kemem: Any) -> None:
+def test_an_update_keeps_the_codes_unless_its_text_changes(kemem: Any) -> None:
     _store(kemem)
+    before = _codes(kemem, "two")
+    kemem.update("two", {"metadata": {"k": 1}}, **A, refresh=True)  # the text stays
+    assert _codes(kemem, "two") == before
     kemem.update("two", "阿哲的煲仔饭终于不再烧焦了。", **A, refresh=True)
     assert _codes(kemem, "two") is None
     kemem.update("two", TWO, **A, refresh=True)
