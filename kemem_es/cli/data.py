@@ -86,18 +86,29 @@ def migrate(
 ) -> None:
     """Copy indices written by an older kemem-es (global ids, or several shards without
     routing) into the current layout (ids per scope, routed by scope), and give event memories
-    stored before vector codes existed their code. Does nothing when there is nothing to do."""
+    stored before vector codes existed their code, and those of several sentences stored before
+    sentence codes existed their sentences' codes (when their vector is this model's). Does
+    nothing when there is nothing to do."""
     from kemem_es.store.migrate import fill_vector_codes
     from kemem_es.store.migrate import migrate as run_migration
+    from kemem_es.store.sentence_fill import fill_sentence_codes
 
     with guarded():
         km = _kemem(model_dir, variant)
         reports = run_migration(km.engine, km.embedder.dim, drop_old=drop_old)
         filled = fill_vector_codes(km.engine, km.embedder.dim)
-        if not reports and not filled:
+        sentences = fill_sentence_codes(km.engine, km.embedder)
+        if not reports and not filled and not any(s.filled for s in sentences):
             console.print("nothing to migrate")
         for code in filled:
             console.print(f"{code.alias}: {code.filled} vector code(s) filled in", highlight=False)
+        for sent in sentences:
+            line = f"{sent.alias}: {sent.filled} memory(ies) given their sentences' codes"
+            if sent.not_ours:
+                line += f"; {sent.not_ours} kept without (their vector is not this model's)"
+            if sent.changed:
+                line += f"; {sent.changed} edited meanwhile (the edit wrote them)"
+            console.print(line, highlight=False, soft_wrap=True)
         for rep in reports:
             console.print(
                 f"{rep.alias}: {rep.old_index} → {rep.new_index}, {rep.copied} copied"

@@ -110,3 +110,48 @@ def test_the_setting_off_stores_no_sentence_codes(engine_settings: Any, embedder
         assert _codes(km, "two") is None
     finally:
         drop_prefix(km)
+
+
+@pytest.mark.engine
+def test_migrate_gives_memories_written_before_sentence_codes_theirs(kemem: Any) -> None:
+    """`kemem-es migrate` fills in the sentence codes a memory written before them lacks —
+    the codes its write would give it now, no history entry — and leaves without them a memory
+    whose vector this model does not give its text (the caller's model)."""
+    from support import cli_env, run_cli
+
+    from kemem_es.store.sentence_fill import fill_sentence_codes
+
+    _store(kemem)
+    other = kemem.embedder.embed(["阿哲周末带女儿去海边捡贝壳。"])[0].astype(float).round(6)
+    kemem.index_records(
+        [{**A, "id": "foreign", "description": TWO, "vector": other.tolist(),
+          "created_at": "2025-01-10 20:00:00"}],
+        "events",
+    )  # fmt: skip
+    kemem.engine.refresh(f"{kemem.settings.index_prefix}-*")
+    written = _codes(kemem, "two")
+    assert written is not None and _codes(kemem, "foreign") is None
+    alias = f"{kemem.settings.index_prefix}-user-events"
+    history = f"{kemem.settings.index_prefix}-history"
+    kemem.engine.refresh(history)
+    entries = kemem.engine.count(history)
+    # as the release before sentence codes wrote it (and as `given` is: its vector is exactly
+    # this model's of its text, so it is filled too)
+    (hit,) = kemem.engine.search(alias, {"query": {"term": {"id": "two"}}})["hits"]["hits"]
+    ref = {"_index": hit["_index"], "_id": hit["_id"], "routing": hit["_routing"]}
+    kemem.engine.bulk([{"update": ref}, {"doc": {SENTENCE_CODES_FIELD: None}}], refresh=True)
+    assert _codes(kemem, "two") is None
+
+    proc = run_cli("migrate", env=cli_env(kemem))
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"{alias}: 2 memory(ies) given their sentences' codes; "
+        "1 kept without (their vector is not this model's)"
+    ) in proc.stdout
+    assert _codes(kemem, "two") == written  # what its write gives it
+    assert _codes(kemem, "given") == written
+    assert _codes(kemem, "foreign") is None and _codes(kemem, "one") is None
+    kemem.engine.refresh(history)
+    assert kemem.engine.count(history) == entries  # what the memory says did not change
+    (again,) = fill_sentence_codes(kemem.engine, kemem.embedder)  # re-running: nothing to fill
+    assert (again.filled, again.not_ours) == (0, 1)
