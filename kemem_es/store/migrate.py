@@ -86,11 +86,17 @@ def outdated_indices(engine: Engine) -> list[tuple[Database, MemoryKind, str]]:
     return out
 
 
-def _scan(engine: Engine, index: str, key: str) -> Iterator[list[dict[str, Any]]]:
-    """Every document, in pages sorted by ``key`` (unique in the index)."""
+def pages(
+    engine: Engine, index: str, key: str, size: int = PAGE, **body_extra: Any
+) -> Iterator[list[dict[str, Any]]]:
+    """Every document (or those of ``query`` in ``body_extra``), in pages sorted by ``key``
+    (unique in the index), with ``search_after``: never a scroll (one that fetches vectors
+    breaks OpenSearch 3.5's k-NN reader, docs/operations.md)."""
     after: list[Any] | None = None
     while True:
-        body: dict[str, Any] = {"size": PAGE, "sort": [{key: "asc"}], "query": {"match_all": {}}}
+        body: dict[str, Any] = {
+            "size": size, "sort": [{key: "asc"}], "query": {"match_all": {}}, **body_extra
+        }  # fmt: skip
         if after:
             body["search_after"] = after
         hits = engine.search(index, body)["hits"]["hits"]
@@ -149,7 +155,7 @@ def migrate(engine: Engine, dims: int, drop_old: bool = False) -> list[Migration
             # version 1: caller ids were global, so unique; later: the scoped engine id is
             fields = engine.get_index(old)[old]["mappings"]["properties"]
             key = UID_FIELD if UID_FIELD in fields else "id"
-            for hits in _scan(engine, old, key):
+            for hits in pages(engine, old, key):
                 lines: list[dict[str, Any]] = []
                 for h in hits:
                     try:
@@ -212,6 +218,16 @@ def without_vector_codes(engine: Engine) -> dict[str, int]:
     return out
 
 
+def event_aliases(engine: Engine, dims: int) -> Iterator[str]:
+    """The aliases of the event indices there are, each given the fields it lacks first
+    (``templates.check_compatible``: added in place, as ``init`` adds them)."""
+    for db in DATABASES:
+        alias = index_alias(engine.settings.index_prefix, db, "events")
+        if engine.index_exists(alias):
+            check_compatible(engine, alias, memory_index_body(engine, db, "events", dims))
+            yield alias
+
+
 def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     """Event memories stored before vectors had a code (``store.vector_code``) get it, read
     off their stored vector: until then anchor feedback passes them by. The index is given the
@@ -220,13 +236,8 @@ def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     reader, docs/operations.md); one partial update per memory. No history entry: what the memory
     says does not change."""
     reports = []
-    prefix = engine.settings.index_prefix
     with activity("filling vector codes"):
-        for db in DATABASES:
-            alias = index_alias(prefix, db, "events")
-            if not engine.index_exists(alias):
-                continue
-            check_compatible(engine, alias, memory_index_body(engine, db, "events", dims))
+        for alias in event_aliases(engine, dims):
             rep = CodeReport(alias)
             while True:
                 body = {"size": PAGE, "sort": [{UID_FIELD: "asc"}], "query": WITHOUT_CODE,

@@ -27,14 +27,8 @@ from kemem_es.errors import KememError, activity
 from kemem_es.store import vector_code
 from kemem_es.store.bulk.base import TextEmbedder
 from kemem_es.store.documents import MEMORY_SENTENCES
-from kemem_es.store.layout import (
-    DATABASES,
-    SENTENCE_CODES_FIELD,
-    UID_FIELD,
-    VECTOR_FIELD,
-    index_alias,
-)
-from kemem_es.store.templates import check_compatible, memory_index_body
+from kemem_es.store.layout import SENTENCE_CODES_FIELD, UID_FIELD, VECTOR_FIELD
+from kemem_es.store.migrate import event_aliases, pages
 from kemem_es.text.dialogue import memory_sentences
 
 PAGE = 200
@@ -63,36 +57,19 @@ class SentenceReport:
 
 def fill_sentence_codes(engine: Engine, embedder: TextEmbedder) -> list[SentenceReport]:
     """Give every multi-sentence event memory whose vector this model wrote its sentences'
-    codes; one pass over the memories without codes, in ``uid`` order (``search_after``,
-    never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN reader). Does
+    codes; one pass over the memories without codes, in ``uid`` order (``migrate.pages``). Does
     nothing when writes do not embed sentences (``sentence_vectors`` off). Re-running finds
     nothing new to fill."""
     if not engine.settings.sentence_vectors:
         return []
     reports = []
-    prefix = engine.settings.index_prefix
     with activity("filling sentence codes"):
-        for db in DATABASES:
-            alias = index_alias(prefix, db, "events")
-            if not engine.index_exists(alias):
-                continue
-            check_compatible(engine, alias, memory_index_body(engine, db, "events", embedder.dim))
+        for alias in event_aliases(engine, embedder.dim):
             rep = SentenceReport(alias)
-            after: list[Any] | None = None
-            while True:
-                body: dict[str, Any] = {
-                    "size": PAGE,
-                    "sort": [{UID_FIELD: "asc"}],
-                    "query": WITHOUT_SENTENCES,
-                    "_source": [TEXT_FIELD],  # vectors only for several sentences (below)
-                    "seq_no_primary_term": True,
-                }
-                if after is not None:
-                    body["search_after"] = after
-                hits = engine.search(alias, body)["hits"]["hits"]
-                if not hits:
-                    break
-                after = hits[-1]["sort"]
+            # the texts only: vectors are fetched for the memories of several sentences
+            found = pages(engine, alias, UID_FIELD, PAGE, query=WITHOUT_SENTENCES,
+                          _source=[TEXT_FIELD], seq_no_primary_term=True)  # fmt: skip
+            for hits in found:
                 _fill_page(engine, embedder, alias, hits, rep)
             if rep.filled:
                 engine.refresh(alias)
