@@ -142,6 +142,14 @@ def close_opened() -> None:
             loop.close()
 
 
+def stored_events(km: Any, records: list[dict[str, Any]], init: bool = True) -> None:
+    """``records`` written as the user's event memories (after ``init``), searchable now."""
+    if init:
+        km.init()
+    km.index_records(records, "events")
+    km.engine.client.indices.refresh(index=f"{km.settings.index_prefix}-*")
+
+
 def drop_prefix(km: Any) -> None:
     """Delete every index and template of ``km``'s (test) prefix, after closing ``km`` and the
     AsyncKemem instances the test opened: their last flush (reinforcement, users' activity)

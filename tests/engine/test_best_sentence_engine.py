@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support import drop_prefix
+from support import drop_prefix, stored_events
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.store import vector_code
@@ -31,17 +31,15 @@ def _codes(kemem: Any, memory_id: str) -> str | None:
 
 
 def _store(kemem: Any) -> None:
-    kemem.init()
     vec = kemem.embedder.embed([TWO])[0].astype(float).round(6).tolist()
-    kemem.index_records(
+    stored_events(
+        kemem,
         [{**A, "id": "two", "description": TWO, "created_at": "2025-01-06 20:00:00"},
          {**A, "id": "one", "description": "阿哲周末带女儿去海边捡贝壳。",
           "created_at": "2025-01-08 20:00:00"},
          {**A, "id": "given", "description": TWO, "vector": vec,
           "created_at": "2025-01-09 20:00:00"}],
-        "events",
     )  # fmt: skip
-    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
 
 
 @pytest.mark.engine
@@ -123,12 +121,12 @@ def test_migrate_gives_memories_written_before_sentence_codes_theirs(kemem: Any)
 
     _store(kemem)
     other = kemem.embedder.embed(["阿哲周末带女儿去海边捡贝壳。"])[0].astype(float).round(6)
-    kemem.index_records(
+    stored_events(
+        kemem,
         [{**A, "id": "foreign", "description": TWO, "vector": other.tolist(),
           "created_at": "2025-01-10 20:00:00"}],
-        "events",
+        init=False,
     )  # fmt: skip
-    kemem.engine.refresh(f"{kemem.settings.index_prefix}-*")
     written = _codes(kemem, "two")
     assert written is not None and _codes(kemem, "foreign") is None
     alias = f"{kemem.settings.index_prefix}-user-events"

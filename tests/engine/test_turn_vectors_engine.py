@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support import stored_events
 
 A = {"agent_id": "lishen", "user_id": "xiaoman"}
 
@@ -34,15 +35,13 @@ class Spy:
 
 def _hotpot_and_hike(kemem: Any) -> None:
     """Two memories of one user: the hot-pot place (e1) and a hike (e2), searchable now."""
-    kemem.init()
-    kemem.index_records(
+    stored_events(
+        kemem,
         [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
           "created_at": "2025-03-01 09:00:00"},
          {**A, "id": "e2", "description": "小满周末去爬山，拍了很多照片",
           "created_at": "2025-03-02 09:00:00"}],
-        "events",
     )  # fmt: skip
-    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
 
 
 @pytest.mark.engine
@@ -94,13 +93,11 @@ def test_turns_and_joint_find_the_same_memory(kemem: Any) -> None:
 def test_a_prepared_split_window_embeds_the_utterance_alone(kemem: Any) -> None:
     """``prepare_context`` unset prepares for "split" (what a session's recall asks for): the
     earlier turns' window; the query then makes one model call with its utterance."""
-    kemem.init()
-    kemem.index_records(
+    stored_events(
+        kemem,
         [{**A, "id": "e1", "description": "小满公司楼下新开了一家火锅店，排队很长",
           "created_at": "2025-03-01 09:00:00"}],
-        "events",
     )  # fmt: skip
-    kemem.engine.client.indices.refresh(index=f"{kemem.settings.index_prefix}-*")
     opts = {**A, "score_threshold": 0.0, "expand": False}
     kemem.query("预热", **opts)
     spy = Spy(kemem.searcher.text.embedder)
