@@ -303,7 +303,9 @@ def run_http(
         KEMEM_INDEX_PREFIX=km.settings.index_prefix,
         KEMEM_MODEL_DIR=str(km.settings.model_dir),
         KEMEM_ES_URL=km.settings.url,
-        KEMEM_REINFORCE="false",  # measuring must not change what is measured
+        # measuring must not change what is measured, unless the writes a deployment's
+        # recalls cause are what is measured (--reinforce)
+        KEMEM_REINFORCE="true" if args.reinforce else "false",
         KEMEM_SERVER_DEGRADE="false",  # an engine failure counts as an error here
         KEMEM_SERVER_MAX_INFLIGHT="1024",
     )
@@ -756,6 +758,12 @@ def parser() -> argparse.ArgumentParser:
         help="LABEL=PATH[:WORKERS]: serve from that checkout (http only), round-robin",
     )
     p.add_argument("--rounds", type=int, default=2, help="with --tree: rounds over the trees")
+    p.add_argument(
+        "--reinforce",
+        action="store_true",
+        help="the server reinforces what its queries recall, as deployed (http only; off by "
+        "default so that measuring does not change the store)",
+    )
     p.add_argument("--out", type=Path, default=None)
     return p
 

@@ -143,7 +143,12 @@ class Parts:
         """Background strength updates (and user activity); created on first use."""
         install_users(self.engine)
         s = self.settings
-        return Reinforcer(Reinforcements(self.engine), s.reinforce_amount, s.reinforce_flush_s)
+        return Reinforcer(
+            Reinforcements(self.engine),
+            s.reinforce_amount,
+            s.reinforce_flush_s,
+            s.reinforce_coalesce_s,
+        )
 
     @lazy
     def calibration(self) -> dict[str, Any] | None:
