@@ -153,3 +153,44 @@ def test_migrate_gives_memories_written_before_sentence_codes_theirs(kemem: Any)
     assert kemem.engine.count(history) == entries  # what the memory says did not change
     (again,) = fill_sentence_codes(kemem.engine, kemem.embedder)  # re-running: nothing to fill
     assert (again.filled, again.not_ours) == (0, 1)
+
+
+@pytest.mark.engine
+def test_a_memory_edited_while_its_codes_are_filled_keeps_the_edit(kemem: Any) -> None:
+    """The fill writes a memory only if it is still the version it read (``if_seq_no``): one
+    updated in between keeps what its update wrote, and is counted as edited meanwhile."""
+    from kemem_es.store.documents import MEMORY_SENTENCES
+    from kemem_es.store.sentence_fill import fill_sentence_codes
+    from kemem_es.text.dialogue import memory_sentences
+
+    _store(kemem)
+    alias = f"{kemem.settings.index_prefix}-user-events"
+    for memory_id in ("two", "given"):  # as the release before sentence codes wrote them
+        (hit,) = kemem.engine.search(alias, {"query": {"term": {"id": memory_id}}})["hits"]["hits"]
+        ref = {"_index": hit["_index"], "_id": hit["_id"], "routing": hit["_routing"]}
+        kemem.engine.bulk([{"update": ref}, {"doc": {SENTENCE_CODES_FIELD: None}}], refresh=True)
+    edited = "阿哲的煲仔饭终于不再烧焦了。墨白说那个本子功不可没。"
+
+    class EditsFirst:
+        """The model, but the first call (the page's whole texts) lets an edit in first."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.dim, self.name, self.calls = inner, inner.dim, inner.name, 0
+
+        def embed(self, texts: Any) -> Any:
+            self.calls += 1
+            if self.calls == 1:
+                kemem.update("two", edited, **A, refresh=True)
+            return self.inner.embed(texts)
+
+        def embed_one(self, text: str) -> Any:
+            return self.inner.embed_one(text)
+
+    (rep,) = fill_sentence_codes(kemem.engine, EditsFirst(kemem.embedder))
+    assert (rep.filled, rep.changed) == (1, 1)  # "given" filled; "two" edited meanwhile
+    assert kemem.get("two", **A).text == edited
+    code = _codes(kemem, "two")  # what the update wrote: the edited text's two sentences
+    assert code is not None
+    stored = vector_code.decode_many(code, kemem.embedder.dim)
+    alone = kemem.embedder.embed(memory_sentences(edited, MEMORY_SENTENCES))
+    assert stored.shape == alone.shape and np.all(np.sum(stored * alone, axis=1) > 0.995)
