@@ -107,7 +107,7 @@ def migrate(
             if sent.not_ours:
                 line += f"; {sent.not_ours} kept without (their vector is not this model's)"
             if sent.changed:
-                line += f"; {sent.changed} edited meanwhile (the edit wrote them)"
+                line += f"; {sent.changed} edited or deleted meanwhile"
             console.print(line, highlight=False, soft_wrap=True)
         for rep in reports:
             console.print(

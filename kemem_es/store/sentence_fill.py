@@ -10,8 +10,8 @@ it. Nothing stored says who made a vector, so it is recomputed and compared; a m
 comparison rules out is counted, not changed.
 
 Each memory is updated only if it is still the version read (``if_seq_no``): one edited in
-between was given its codes by that edit. No history entry: what the memory says does not
-change (as for ``migrate.fill_vector_codes``).
+between was given its codes by that edit, one deleted needs none. No history entry: what the
+memory says does not change (as for ``migrate.fill_vector_codes``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SentenceReport:
     alias: str
     filled: int = 0  # memories given their sentences' codes
     not_ours: int = 0  # several sentences, but a vector this model does not give their text
-    changed: int = 0  # edited while this ran (the edit wrote the codes)
+    changed: int = 0  # edited (the edit wrote the codes) or deleted while this ran
 
 
 def fill_sentence_codes(engine: Engine, embedder: TextEmbedder) -> list[SentenceReport]:
@@ -125,7 +125,7 @@ def _fill_page(
     resp = engine.bulk(lines)
     for item in resp["items"]:
         status = item["update"].get("status", 500)
-        if status == 409:  # edited since it was read: the edit wrote its codes
+        if status in (404, 409):  # deleted, or edited since it was read (the edit wrote them)
             rep.changed += 1
         elif status >= 300:
             reason = item["update"].get("error", {}).get("reason", "refused")

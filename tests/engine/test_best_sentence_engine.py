@@ -158,14 +158,17 @@ def test_migrate_gives_memories_written_before_sentence_codes_theirs(kemem: Any)
 @pytest.mark.engine
 def test_a_memory_edited_while_its_codes_are_filled_keeps_the_edit(kemem: Any) -> None:
     """The fill writes a memory only if it is still the version it read (``if_seq_no``): one
-    updated in between keeps what its update wrote, and is counted as edited meanwhile."""
+    updated in between keeps what its update wrote, one deleted stays deleted; both are
+    counted as changed meanwhile."""
     from kemem_es.store.documents import MEMORY_SENTENCES
     from kemem_es.store.sentence_fill import fill_sentence_codes
     from kemem_es.text.dialogue import memory_sentences
 
     _store(kemem)
+    stored_events(kemem, [{**A, "id": "gone", "description": TWO,
+                           "created_at": "2025-01-11 20:00:00"}], init=False)  # fmt: skip
     alias = f"{kemem.settings.index_prefix}-user-events"
-    for memory_id in ("two", "given"):  # as the release before sentence codes wrote them
+    for memory_id in ("two", "given", "gone"):  # as the release before sentence codes wrote them
         (hit,) = kemem.engine.search(alias, {"query": {"term": {"id": memory_id}}})["hits"]["hits"]
         ref = {"_index": hit["_index"], "_id": hit["_id"], "routing": hit["_routing"]}
         kemem.engine.bulk([{"update": ref}, {"doc": {SENTENCE_CODES_FIELD: None}}], refresh=True)
@@ -181,13 +184,14 @@ def test_a_memory_edited_while_its_codes_are_filled_keeps_the_edit(kemem: Any) -
             self.calls += 1
             if self.calls == 1:
                 kemem.update("two", edited, **A, refresh=True)
+                kemem.delete("gone", **A, refresh=True)
             return self.inner.embed(texts)
 
         def embed_one(self, text: str) -> Any:
             return self.inner.embed_one(text)
 
     (rep,) = fill_sentence_codes(kemem.engine, EditsFirst(kemem.embedder))
-    assert (rep.filled, rep.changed) == (1, 1)  # "given" filled; "two" edited meanwhile
+    assert (rep.filled, rep.changed) == (1, 2)  # "given" filled; "two" edited, "gone" deleted
     assert kemem.get("two", **A).text == edited
     code = _codes(kemem, "two")  # what the update wrote: the edited text's two sentences
     assert code is not None
