@@ -7,7 +7,8 @@
   only, ``retry_on_conflict``), so the query path does not wait and no increment is lost when
   queries run concurrently (increments of one flush are summed per memory first).
 - **Coalescing**: a memory written by a flush less than ``reinforce_coalesce_s`` (60) ago waits
-  in the queue until that much has passed, its recalls meanwhile summed into one write. Each
+  in the queue until that much has passed, its recalls meanwhile summed into one write (a
+  user's activity likewise, the newest kept: the clean-up counts inactivity in days). Each
   write re-indexes the whole memory — its vector into the graph, then the refreshes and merges
   that carry it — and a conversation recalls the same memories turn after turn (the dialogue
   set's long chats, a turn every 10 s: 2.25 → 1.21 writes a turn; bench/results/
@@ -75,8 +76,8 @@ class Reinforcer:
         self.amount = amount
         self.flush_s = flush_s
         self.coalesce_s = coalesce_s
-        # memory → monotonic time of its last write, oldest first (see _held)
-        self._written: dict[RecallKey, float] = {}
+        # memory (or user's activity) → monotonic time of its last write, oldest first (_held)
+        self._written: dict[RecallKey | str, float] = {}
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._recalls: dict[RecallKey, list[Any]] = {}  # → [n, now]
@@ -134,7 +135,7 @@ class Reinforcer:
             recalls, self._recalls = self._recalls, {}
             active, self._active = self._active, {}
             if hold and self.coalesce_s > 0:
-                recalls = self._held(recalls, now)
+                recalls, active = self._held(recalls, active, now)
         if not recalls and not active:
             return 0
         self._writing = (len(recalls), len(active))
@@ -160,14 +161,18 @@ class Reinforcer:
             self._writing = (0, 0)
         if self.coalesce_s > 0:
             with self._lock:
-                for key in recalls:  # most recent last: _held drops from the front
+                keys: list[RecallKey | str] = [*recalls, *active]
+                for key in keys:  # most recent last: _held drops from the front
                     self._written.pop(key, None)
                     self._written[key] = now
         return done - len(active)
 
-    def _held(self, recalls: dict[RecallKey, list[Any]], now: float) -> dict[RecallKey, list[Any]]:
-        """(lock held) The recalls due now; those of memories written less than ``coalesce_s``
-        ago go back into the queue. Forgets writes older than that."""
+    def _held(
+        self, recalls: dict[RecallKey, list[Any]], active: dict[str, dict[str, Any]], now: float
+    ) -> tuple[dict[RecallKey, list[Any]], dict[str, dict[str, Any]]]:
+        """(lock held) The recalls and activity due now; those of memories (users) written less
+        than ``coalesce_s`` ago go back into the queue — a user's newest activity wins, and
+        the clean-up counts inactivity in days. Forgets writes older than that."""
         cut = now - self.coalesce_s
         written = self._written
         while written:
@@ -175,13 +180,19 @@ class Reinforcer:
             if written[oldest] > cut:
                 break
             del written[oldest]
-        due = {}
+        due: dict[RecallKey, list[Any]] = {}
         for key, slot in recalls.items():
             if key in written:
                 self._recalls[key] = slot
             else:
                 due[key] = slot
-        return due
+        due_active: dict[str, dict[str, Any]] = {}
+        for sid, doc in active.items():
+            if sid in written:
+                self._active.setdefault(sid, doc)  # a newer one queued meanwhile stays
+            else:
+                due_active[sid] = doc
+        return due, due_active
 
     def _requeue(self, recalls: dict, active: dict) -> None:
         with self._lock:

@@ -18,13 +18,16 @@ B = ("kemem-user-events", "b", "r")
 
 
 class Writes:
-    """What the engine was asked to write: one dict per flush, memory → times recalled."""
+    """What the engine was asked to write: one dict per flush, memory → times recalled, and
+    the users' activity docs."""
 
     def __init__(self) -> None:
         self.flushes: list[dict[tuple[str, str, str], int]] = []
+        self.activity: list[dict[str, dict]] = []
 
     def write(self, recalls: dict, active: dict, amount: float, timeout_s: Any = None) -> int:
         self.flushes.append({k: n for k, (n, _) in recalls.items()})
+        self.activity.append(dict(active))
         return len(recalls) + len(active)
 
 
@@ -89,3 +92,21 @@ def test_old_writes_are_forgotten(clock: list[float]) -> None:
         r.flush_due()
         clock[0] += 1
     assert len(r._written) <= 31  # only what was written within coalesce_s is kept
+
+
+def test_a_users_activity_is_written_once_a_period_the_newest_kept(clock: list[float]) -> None:
+    from kemem_es.store.scope import Scope
+
+    r, writes = _reinforcer(30.0)
+    user = Scope.of(agent_id="a", user_id="u", db="user")
+    r.active(user, NOW)
+    assert r.flush_due() == 0  # activity is no memory: nothing counted, but written
+    later = NOW.replace(hour=13)
+    r.active(user, later)
+    clock[0] += 10
+    r.flush_due()
+    assert [len(a) for a in writes.activity] == [1]  # held: written 10 s ago
+    clock[0] += 25
+    r.flush_due()
+    (doc,) = writes.activity[-1].values()
+    assert len(writes.activity) == 2 and doc["last_active_at"].startswith("2025-06-01T13")
