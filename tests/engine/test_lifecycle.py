@@ -496,6 +496,28 @@ def test_concurrent_queries_reinforce_exactly(kemem) -> None:
 
 
 @pytest.mark.engine
+def test_a_memory_recalled_again_within_the_period_waits_for_one_write(kemem) -> None:
+    """``KEMEM_REINFORCE_COALESCE_S`` reaches the flusher: a memory written a moment ago is held
+    by the background flush (its recalls summed), and ``flush()`` writes it, both recalls."""
+    kemem.init()
+    kemem.index_records(
+        [{**A, "id": "x", "description": "吃火锅", "created_at": "2025-01-01"}], "events"
+    )
+    kemem.engine.refresh(f"{kemem.settings.index_prefix}-user-events")
+    assert kemem.reinforcer.coalesce_s == kemem.settings.reinforce_coalesce_s == 60
+    s0 = kemem.get("x", **A).strength
+    kemem.search("火锅", **A, threshold=0)
+    assert kemem.flush() == 1
+    for _ in range(2):
+        kemem.search("火锅", **A, threshold=0)
+    assert kemem.reinforcer.flush_due() == 0  # written < 60 s ago: held (the thread's flush too)
+    assert kemem.get("x", **A).recall_count == 1
+    assert kemem.flush() == 1  # explicit: now, the two recalls in one write
+    got = kemem.get("x", **A)
+    assert (got.recall_count, got.strength) == (3, pytest.approx(s0 + 3 * 15))
+
+
+@pytest.mark.engine
 def test_reinforcement_can_be_turned_off(kemem) -> None:
     kemem.init()
     kemem.settings = kemem.settings.model_copy(update={"reinforce": False})
