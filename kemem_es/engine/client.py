@@ -30,7 +30,9 @@ from kemem_es.engine.errors import (
 )
 from kemem_es.errors import ConcurrentChange, KememError, current_activity
 
-__all__ = ["Engine", "Request", "RequestHook", "Search", "Send", "connect", "deadline"]
+__all__ = [
+    "Engine", "Request", "RequestHook", "Search", "Send", "connect", "deadline", "hit_ref",
+]  # fmt: skip
 
 Search = (
     tuple[str, dict[str, Any]]
@@ -278,12 +280,7 @@ class Engine:
             hits = self.request("POST", f"{_path(index)}/_search", body=page)["hits"]["hits"]
             if not hits:
                 break
-            lines = []
-            for h in hits:
-                meta = {"_index": h["_index"], "_id": h["_id"]}
-                if h.get("_routing") is not None:
-                    meta["routing"] = h["_routing"]
-                lines.append({"delete": meta})
+            lines = [{"delete": hit_ref(h)} for h in hits]
             res = self.bulk(lines, refresh=True)
             check_bulk(res, "deleting by query")
             gone = sum(1 for i in res.get("items", []) if i["delete"].get("result") == "deleted")
@@ -379,6 +376,17 @@ class Engine:
         """``timeout_s``: this call's limit, instead of the client's write timeout (a refresh
         before an interactive read is bounded like the read, ``read_timeout``)."""
         self.request("POST", f"{_path(index)}/_refresh", timeout=timeout_s)
+
+
+def hit_ref(hit: dict[str, Any], versioned: bool = False) -> dict[str, Any]:
+    """A search hit's document as a bulk action names it: index, id, routing; ``versioned``:
+    only as the version read (the hit must carry ``_seq_no`` and ``_primary_term``)."""
+    ref = {"_index": hit["_index"], "_id": hit["_id"]}
+    if hit.get("_routing") is not None:
+        ref["routing"] = hit["_routing"]
+    if versioned:
+        ref |= {"if_seq_no": hit["_seq_no"], "if_primary_term": hit["_primary_term"]}
+    return ref
 
 
 def _path(name: str) -> str:

@@ -21,8 +21,7 @@ import numpy as np
 
 from kemem_es.contract.params import QueryParams
 from kemem_es.models import Database
-from kemem_es.search.calibration import calibrated, vec_scale
-from kemem_es.search.modes import mode_weights
+from kemem_es.search.calibration import calibrated, mode_weights, vec_scale
 from kemem_es.store import vector_code
 from kemem_es.store.layout import SENTENCE_CODES_FIELD, VECTOR_CODE_FIELD
 

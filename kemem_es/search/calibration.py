@@ -44,3 +44,13 @@ def sentence_share(
 ) -> float:
     """The share of the vector weight that goes to the best sentence (0: no sentences)."""
     return params.sentence_weight if parts and weights.get("vec", 0.0) > 0 else 0.0
+
+
+def mode_weights(params: QueryParams) -> dict[str, float]:
+    """The signal weights a mode's scores are made of (here, below the modes' bodies: the
+    search steps that rescore a window read them too)."""
+    if params.mode == "bm25":
+        return {"kw": 1.0}
+    if params.mode == "vector":
+        return {"vec": 1.0}
+    return params.weights.model_dump()

@@ -13,6 +13,7 @@ from kemem_es.engine.errors import raise_engine_error
 from kemem_es.models import Database
 from kemem_es.search import anchor, best_sentence, topic_shift
 from kemem_es.search import events as ev
+from kemem_es.search.calibration import mode_weights
 from kemem_es.search.clauses import (
     EVENT_FIELDS,
     SearchWord,
@@ -23,7 +24,7 @@ from kemem_es.search.clauses import (
 )
 from kemem_es.search.explain import signals_from_explanation
 from kemem_es.search.fusion import rrf_merge
-from kemem_es.search.modes import BodyArgs, mode_bodies, mode_weights
+from kemem_es.search.modes import BodyArgs, mode_bodies
 from kemem_es.search.scope_size import ScopeSizes
 from kemem_es.search.searcher_base import EventResult, _not_initialised
 from kemem_es.store.layout import DATABASES, index_alias

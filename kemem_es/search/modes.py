@@ -34,15 +34,6 @@ class BodyArgs(NamedTuple):
     approx: bool
 
 
-def mode_weights(params: QueryParams) -> dict[str, float]:
-    """The signal weights a mode's scores are made of."""
-    if params.mode == "bm25":
-        return {"kw": 1.0}
-    if params.mode == "vector":
-        return {"vec": 1.0}
-    return params.weights.model_dump()
-
-
 def words_first(params: QueryParams, has_words: bool) -> bool:
     """Fusion whose words nominate the candidates (``vector_candidates`` off: a model that
     tells this script's meanings apart poorly, by its calibration): one body for the memories

@@ -23,7 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kemem_es.engine.client import Engine
+from kemem_es.engine.client import Engine, hit_ref
+from kemem_es.engine.errors import check_bulk
 from kemem_es.errors import InvalidInput, KememError, activity
 from kemem_es.models import Database, MemoryKind, check_vector
 from kemem_es.store import vector_code
@@ -231,33 +232,22 @@ def event_aliases(engine: Engine, dims: int) -> Iterator[str]:
 def fill_vector_codes(engine: Engine, dims: int) -> list[CodeReport]:
     """Event memories stored before vectors had a code (``store.vector_code``) get it, read
     off their stored vector: until then anchor feedback passes them by. The index is given the
-    field first (``templates.check_compatible``). Asks again for memories still without a code
-    until none is left (never a scroll: one that fetches vectors breaks OpenSearch 3.5's k-NN
-    reader, docs/operations.md); one partial update per memory. No history entry: what the memory
-    says does not change."""
+    field first (``templates.check_compatible``). One pass in ``uid`` order (``pages``); one
+    partial update per memory. No history entry: what the memory says does not change."""
     reports = []
     with activity("filling vector codes"):
         for alias in event_aliases(engine, dims):
             rep = CodeReport(alias)
-            while True:
-                body = {"size": PAGE, "sort": [{UID_FIELD: "asc"}], "query": WITHOUT_CODE,
-                        "_source": [VECTOR_FIELD]}  # fmt: skip
-                hits = engine.search(alias, body)["hits"]["hits"]
-                if not hits:
-                    break
+            found = pages(engine, alias, UID_FIELD, query=WITHOUT_CODE, _source=[VECTOR_FIELD])
+            for hits in found:
                 lines: list[dict[str, Any]] = []
                 for h in hits:
-                    ref = {"_index": h["_index"], "_id": h["_id"]}
-                    if h.get("_routing"):
-                        ref["routing"] = h["_routing"]
                     code = vector_code.encode(h["_source"][VECTOR_FIELD])
-                    lines += [{"update": ref}, {"doc": {VECTOR_CODE_FIELD: code}}]
-                resp = engine.bulk(lines, refresh=True)
-                bad = [i for i in resp["items"] if i["update"].get("status", 500) >= 300]
-                if bad:
-                    reason = bad[0]["update"].get("error", {}).get("reason", "refused")
-                    raise KememError(f"filling vector codes in {alias}: {reason}")
+                    lines += [{"update": hit_ref(h)}, {"doc": {VECTOR_CODE_FIELD: code}}]
+                check_bulk(engine.bulk(lines), f"filling vector codes in {alias}")
                 rep.filled += len(hits)
+            if rep.filled:
+                engine.refresh(alias)
             if rep.filled:
                 reports.append(rep)
     return reports

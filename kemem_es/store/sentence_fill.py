@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from kemem_es.engine.client import Engine
-from kemem_es.errors import KememError, activity
+from kemem_es.engine.client import Engine, hit_ref
+from kemem_es.engine.errors import check_bulk
+from kemem_es.errors import activity
 from kemem_es.store import vector_code
 from kemem_es.store.bulk.base import TextEmbedder
 from kemem_es.store.documents import MEMORY_SENTENCES
@@ -111,27 +112,16 @@ def _fill_page(
     lines: list[dict[str, Any]] = []
     at = 0
     for h, parts in ours:
-        ref = {
-            "_index": h["_index"],
-            "_id": h["_id"],
-            "if_seq_no": h["_seq_no"],
-            "if_primary_term": h["_primary_term"],
-        }
-        if h.get("_routing"):
-            ref["routing"] = h["_routing"]
         code = vector_code.encode_many(vecs[at : at + len(parts)])
         at += len(parts)
-        lines += [{"update": ref}, {"doc": {SENTENCE_CODES_FIELD: code}}]
-    resp = engine.bulk(lines)
-    for item in resp["items"]:
-        status = item["update"].get("status", 500)
-        if status in (404, 409):  # deleted, or edited since it was read (the edit wrote them)
-            rep.changed += 1
-        elif status >= 300:
-            reason = item["update"].get("error", {}).get("reason", "refused")
-            raise KememError(f"filling sentence codes in {alias}: {reason}")
-        else:
-            rep.filled += 1
+        lines += [{"update": hit_ref(h, versioned=True)}, {"doc": {SENTENCE_CODES_FIELD: code}}]
+    items = engine.bulk(lines)["items"]
+    # deleted, or edited since it was read (the edit wrote its codes): nothing to fill
+    changed = [i for i in items if i["update"].get("status") in (404, 409)]
+    rest = [i for i in items if i["update"].get("status") not in (404, 409)]
+    check_bulk({"items": rest}, f"filling sentence codes in {alias}")
+    rep.changed += len(changed)
+    rep.filled += len(rest)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
