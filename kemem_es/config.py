@@ -193,6 +193,15 @@ class Settings(BaseSettings):
         "engine's search sees only after its refresh (0: the engine's search alone)",
     )
     reinforce: bool = Field(default=True, description="recalled memories gain strength")
+    # An official memory is the agent's, shared by every user of it: strengthened by each
+    # user's recall it would be one record every user's reads rewrite (and one user's reads
+    # would move another's ranking); on the benchmark store 92-94 % of the writes recalls caused,
+    # and their rewrites slowed every user's query (bench/results/2026-11-30-official).
+    reinforce_official: bool = Field(
+        default=False,
+        description="a user's recall also strengthens the agent's official memories (shared by "
+        "every user of the agent; off: they keep the strength their operator gave them)",
+    )
     reinforce_amount: float = Field(default=15.0, ge=0, description="strength per recall")
     reinforce_flush_s: float = Field(default=1.0, gt=0, description="background flush period")
     # A write re-indexes the whole memory (its vector into the graph, refreshes, merges), and a

@@ -185,7 +185,8 @@ class Recall(Parts):
         """The user was active; with ``strengthen``, queue +strength for every memory the
         query returned (written in the background, off the critical path)."""
         user, official = query_scopes(params.agent_id, params.user_id)
-        keys = recall_keys(self.settings.index_prefix, user, official, resp) if strengthen else []
+        prefix, with_official = self.settings.index_prefix, self.settings.reinforce_official
+        keys = recall_keys(prefix, user, official, resp, with_official) if strengthen else []
         if keys:
             self.reinforcer.recalled(keys, datetime.now(timezone.utc))
         self.reinforcer.active(user)

@@ -1,8 +1,9 @@
 """Memory strength: recall reinforces, spaced repetition reinforces more.
 
-- **Recall**: every memory a query returns gains ``reinforce_amount`` (15, up to ``MAX_STRENGTH``),
-  its recall count +1
-  and ``last_recalled_at`` = now. The query only enqueues (microseconds); a background thread
+- **Recall**: every memory of the user's a query returns gains ``reinforce_amount`` (15, up to
+  ``MAX_STRENGTH``), its recall count +1 and ``last_recalled_at`` = now (the agent's official
+  memories, shared by all its users, only with ``reinforce_official``:
+  ``store.reinforce.recall_keys``). The query only enqueues (microseconds); a background thread
   flushes the queue every ``reinforce_flush_s`` as one bulk of scripted partial updates (params
   only, ``retry_on_conflict``), so the query path does not wait and no increment is lost when
   queries run concurrently (increments of one flush are summed per memory first).

@@ -43,17 +43,21 @@ RECALL_SCRIPT = (
 CONFLICT_ROUNDS = 5  # script-free writes: re-read and retry what another writer changed
 
 
-def recall_keys(prefix: str, user: Scope, official: Scope, resp: QueryResponse) -> list[RecallKey]:
-    """(index, engine id, routing) of every memory a response returned, events and
-    entities."""
+def recall_keys(
+    prefix: str, user: Scope, official: Scope, resp: QueryResponse, with_official: bool = False
+) -> list[RecallKey]:
+    """(index, engine id, routing) of every memory a response returned, events and entities:
+    the user's, and the agent's official ones only ``with_official`` (``reinforce_official``)."""
     scopes = {"user": user, "official": official}
     keys = []
     for e in resp.memory_events:
-        s = scopes[e.db]
-        keys.append((index_alias(prefix, s.db, "events"), s.doc_id(e.index), s.routing))
+        if e.db == "user" or with_official:
+            s = scopes[e.db]
+            keys.append((index_alias(prefix, s.db, "events"), s.doc_id(e.index), s.routing))
     for n in resp.memory_entities:
-        s, mid = scopes[n.db], str(n.index.get("index"))
-        keys.append((index_alias(prefix, s.db, "entities"), s.doc_id(mid), s.routing))
+        if n.db == "user" or with_official:
+            s, mid = scopes[n.db], str(n.index.get("index"))
+            keys.append((index_alias(prefix, s.db, "entities"), s.doc_id(mid), s.routing))
     return keys
 
 

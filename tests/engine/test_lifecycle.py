@@ -518,6 +518,32 @@ def test_a_memory_recalled_again_within_the_period_waits_for_one_write(kemem) ->
 
 
 @pytest.mark.engine
+@pytest.mark.parametrize("official_too", [False, True])
+def test_a_recall_strengthens_the_users_memories_and_official_ones_only_when_asked(
+    kemem, official_too: bool
+) -> None:
+    """An official memory is shared by every user of the agent: a user's recall leaves its
+    strength as its operator gave it unless ``reinforce_official`` (the user's own gain)."""
+    kemem.init()
+    kemem.settings = kemem.settings.model_copy(update={"reinforce_official": official_too})
+    kemem.index_records(
+        [{**A, "id": "mine", "description": "木木周末吃火锅", "created_at": "2025-01-01"}],
+        "events",
+    )
+    lore = {"agent_id": A["agent_id"], "id": "lore", "created_at": "2025-01-01",
+            "description": "小镇的火锅店开了三十年"}  # fmt: skip
+    kemem.index_records([lore], "events", db="official")
+    for db in ("user", "official"):
+        kemem.engine.refresh(index_alias(kemem.settings.index_prefix, db, "events"))
+    got = kemem.search("火锅", **A, threshold=0)
+    assert {e.index for e in got.memory_events} == {"mine", "lore"}
+    assert kemem.flush() == (2 if official_too else 1)
+    assert kemem.get("mine", **A).recall_count == 1
+    official = kemem.get("lore", agent_id=A["agent_id"], db="official")
+    assert official.recall_count == (1 if official_too else 0)
+
+
+@pytest.mark.engine
 def test_reinforcement_can_be_turned_off(kemem) -> None:
     kemem.init()
     kemem.settings = kemem.settings.model_copy(update={"reinforce": False})

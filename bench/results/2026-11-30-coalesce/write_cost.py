@@ -50,7 +50,7 @@ for rnd in range(ROUNDS):
         r = km.query(t, agent_id="a1", user_id=u, limit=5)
         user = Scope.of(agent_id="a1", user_id=u, db="user")
         official = Scope.of(agent_id="a1", db="official")
-        per_second[-1] += recall_keys(prefix, user, official, r)
+        per_second[-1] += recall_keys(prefix, user, official, r, with_official=True)
         if time.perf_counter() >= tick:
             per_second.append([])
             tick += period
