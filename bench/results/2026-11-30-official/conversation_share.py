@@ -13,32 +13,20 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from bench.common import make_kemem, stamp
+from bench.long_chats import user_turns
 
 PREFIX, OUT = sys.argv[1], sys.argv[2]
 GAP_S, COALESCE_S = 10, 60
 km = make_kemem(PREFIX)
 recalls: list[list[tuple[str, str]]] = []
-for path in sorted(Path("bench/dialogue").glob("long_*.txt")):
-    agent = user = ""
-    block: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("=="):
-            _, agent, user, *_ = line.split()
-        elif line.startswith("@"):
-            block = []
-        elif line[:2] in ("U ", "A "):
-            text = line[2:].strip()
-            if line[0] == "U":
-                r = km.query(text, user_id=user, agent_id=agent, limit=5,
-                             context="\n".join(block[-8:]))  # fmt: skip
-                hits = [(h.db, "events", h.index) for h in r.memory_events]
-                hits += [(h.db, "entities", str(h.index["index"])) for h in r.memory_entities]
-                recalls.append([(db, f"{kind}/{agent if db == 'official' else user}/{mid}")
-                                for db, kind, mid in hits])  # fmt: skip
-            block.append(("用户：" if line[0] == "U" else "助手：") + text)
+for agent, user, text, context in user_turns():
+    r = km.query(text, user_id=user, agent_id=agent, limit=5, context=context)
+    hits = [(h.db, "events", h.index) for h in r.memory_events]
+    hits += [(h.db, "entities", str(h.index["index"])) for h in r.memory_entities]
+    owner = {"official": agent, "user": user}
+    recalls.append([(db, f"{kind}/{owner[db]}/{mid}") for db, kind, mid in hits])
 
 
 def writes_per_turn(official: bool) -> float:
