@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The classic load as deployed (the server reinforces what it recalls), each tree's round on a
 # store force-merged first, so no round runs on what the one before it rewrote:
-#   bash bench/results/2026-11-30-official/merged_rounds.sh BEFORE_DIR OUT_DIR
+#   bash bench/results/2026-11-30-official/merged_load.sh BEFORE_DIR OUT_DIR
 # (run from the repository root; KEMEM_* as for bench.load; the store bench-lead-lat-100000)
 set -euo pipefail
 before=$1 out=$2 url=http://127.0.0.1:${KEMEM_ENGINE_PORT:-9200}
