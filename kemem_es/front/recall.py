@@ -182,8 +182,9 @@ class Recall(Parts):
         fresh.before_read(self.engine, reads, self.engine.read_timeout)
 
     def _recalled(self, params: QueryParams, resp: QueryResponse, strengthen: bool) -> None:
-        """The user was active; with ``strengthen``, queue +strength for every memory the
-        query returned (written in the background, off the critical path)."""
+        """The user was active; with ``strengthen``, queue +strength for every memory of the
+        user's the query returned, and of the agent's official ones with ``reinforce_official``
+        (written in the background, off the critical path)."""
         user, official = query_scopes(params.agent_id, params.user_id)
         prefix, with_official = self.settings.index_prefix, self.settings.reinforce_official
         keys = recall_keys(prefix, user, official, resp, with_official) if strengthen else []
