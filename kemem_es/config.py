@@ -329,6 +329,17 @@ class Settings(BaseSettings):
     server_max_inflight: int = Field(
         default=256, ge=1, description="requests handled at once; more get 429 + Retry-After"
     )
+    server_gc_freeze: bool = Field(
+        default=True,
+        description="after warm-up, move the loaded heap out of the garbage collector's walks "
+        "(gc.freeze; server/heap.py)",
+    )
+    server_gc_gen0: int = Field(
+        default=20_000,
+        ge=0,
+        description="with server_gc_freeze: allocations between young garbage collections "
+        "(0: Python's default, 700)",
+    )
 
     @field_validator("llm_api_key", "proxy_upstream_key", "embed_api_key", "rewrite_api_key")
     @classmethod

@@ -15,6 +15,7 @@ from kemem_es.config import Settings
 from kemem_es.errors import EngineUnavailable, KememError
 from kemem_es.server import (
     dashboard,
+    heap,
     proxy,
     routes_memories,
     routes_ops,
@@ -74,6 +75,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(this: FastAPI) -> AsyncIterator[None]:
         await warm()
+        if cfg.server_gc_freeze:
+            heap.settle(cfg.server_gc_gen0)
         sweeper = start_sweeper(km, cfg.session.sweep_s)  # idle sessions end (server/sweep.py)
         yield
         await sweeper.close()
