@@ -10,6 +10,7 @@ wherever each lives — test file names stay unique across the layers."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import uuid
@@ -47,6 +48,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             f"engine tests in tests/unit, move them to tests/engine: {misplaced}"
         )
+
+
+@pytest.fixture(autouse=True)
+def _collector_restored() -> Iterator[None]:
+    """An in-process server (``TestClient``) settles the heap of the process it runs in
+    (server/heap.py), here pytest's: undone after each test, so that no test's objects stay
+    frozen out of the collector for the rest of the run."""
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
 
 
 @pytest.fixture(scope="session")
