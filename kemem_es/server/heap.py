@@ -5,8 +5,8 @@ warmed server holds a large, permanent heap (jieba's dictionary and the associat
 the tokenizer and the model's glue, the app and its modules), and the objects each request
 makes while it waits on the engine (parsed responses, hits, pydantic models) are promoted by
 the young collections that run while they are alive, so the collector soon runs a full
-collection: measured on the classic load (4 clients, 30 s, 2,307 requests), 10 full
-collections of up to 106 ms (794 ms in all), each one stalling every request in flight.
+collection, which holds the GIL while it walks the whole heap: under load every few seconds,
+~100 ms each, stalling every request in flight (bench/results/2026-11-30-gc).
 
 ``settle`` runs once, after warm-up: a last full collection, then ``gc.freeze()`` moves what
 is alive into a permanent generation the collector no longer walks, so a full collection
