@@ -134,7 +134,12 @@ class Settings(BaseSettings):
     # Embedding model: a local ONNX directory, or a hub model id for users with internet.
     model_dir: Path | None = None
     model: str | None = None
-    model_variant: Literal["int8", "fp32"] = "int8"
+    # int8-channel: int8 with one weight scale per output channel, derived once from the fp32
+    # file into model_cache_dir (embed.quantize; needs the quantize extra to derive).
+    model_variant: Literal["int8", "int8-channel", "fp32"] = "int8"
+    model_cache_dir: Path | None = Field(
+        default=None, description="derived model files (None: ~/.cache/kemem-es/models)"
+    )
     # int8: how many texts of one call the model runs side by side, one thread each; fp32: the
     # threads of one run. 0: the machine's cores (int8), onnxruntime's choice (fp32).
     embed_threads: int = Field(default=0, ge=0, description="0: the machine's cores")

@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from kemem_es.kemem import Kemem
 
 ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
-VariantOpt = typer.Option(None, "--variant", help="int8 or fp32 (KEMEM_MODEL_VARIANT)")
+VariantOpt = typer.Option(
+    None, "--variant", help="int8, int8-channel or fp32 (KEMEM_MODEL_VARIANT)"
+)
 
 
 def _kemem(model_dir: Path | None, variant: str | None) -> Kemem:

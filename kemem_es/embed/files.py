@@ -12,11 +12,13 @@ from kemem_es.errors import KememError
 if TYPE_CHECKING:
     pass
 
-Variant = Literal["int8", "fp32"]
+Variant = Literal["int8", "int8-channel", "fp32"]
 
-# Names each variant goes by: ours first, then the optimum / transformers.js convention.
+# Names each variant's file goes by: ours first, then the optimum / transformers.js convention.
+# int8-channel is derived from the fp32 file (embed.quantize), so that is the file it needs.
 ONNX_NAMES: dict[str, tuple[str, ...]] = {
     "int8": ("model_int8.onnx", "model_quantized.onnx"),
+    "int8-channel": ("model.onnx",),
     "fp32": ("model.onnx",),
 }
 SUBDIRS = ("", "onnx")  # files sit at the root, or in onnx/ as many hub repos ship them
@@ -43,6 +45,7 @@ def find_file(model_dir: Path, names: Sequence[str]) -> Path | None:
 
 
 def other_variant(variant: str) -> str:
+    """The variant to suggest when ``variant``'s file is missing."""
     return "fp32" if variant == "int8" else "int8"
 
 

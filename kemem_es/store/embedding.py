@@ -42,7 +42,8 @@ def refuse_other_model(found: dict[str, Any] | None, model: str, where: str) -> 
         raise MappingConflict(
             f"{where} holds vectors of the embedding model {found['model']!r}, but this process "
             f"embeds with {model!r}: their cosines cannot be compared, so nothing is mixed. "
-            "Configure that model again (KEMEM_MODEL_DIR / KEMEM_EMBED_*), or index under "
+            "Configure that model again (KEMEM_MODEL_DIR / KEMEM_MODEL_VARIANT / KEMEM_EMBED_*), "
+            "or index under "
             "another KEMEM_INDEX_PREFIX, or `kemem-es init --recreate` (deletes the data)."
         )
 
