@@ -465,7 +465,9 @@ def parser() -> argparse.ArgumentParser:
         "hard and implied sets, renamed to the scope's names (not with --corpus zh or "
         "--keywords tfidf)",
     )
-    p.add_argument("--variant", choices=["int8", "fp32"], default="int8", help="model variant")
+    p.add_argument(
+        "--variant", choices=["int8", "int8-channel", "fp32"], default="int8", help="model variant"
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")
     p.add_argument("--reuse", action="store_true", help="indices already there: query only")
