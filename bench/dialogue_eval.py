@@ -466,7 +466,10 @@ def parser() -> argparse.ArgumentParser:
         "--keywords tfidf)",
     )
     p.add_argument(
-        "--variant", choices=["int8", "int8-channel", "fp32"], default="int8", help="model variant"
+        "--variant",
+        choices=["auto", "int8", "int8-channel", "fp32"],
+        default="int8",
+        help="model variant",
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")

@@ -56,7 +56,7 @@ def embeddings(km: Any, texts: Sequence[str], variant: str) -> np.ndarray:
     # lowercased input (an uncased vocabulary) gives other vectors for text with capitals
     lc = "-lc" if getattr(km.embedder, "lowercases", False) else ""
     # int8 rows depend on their batch mates unless each text runs alone (batch 1)
-    batch = f"-b{km.embedder.batch_size}" if variant != "fp32" else ""
+    batch = f"-b{km.embedder.batch_size}" if km.embedder.variant != "fp32" else ""
     path = WORK / f"emb-{variant}{lc}{batch}-{len(texts)}-{digest}.npy"
     if path.exists():
         return np.load(path)
@@ -280,7 +280,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pooled", action="store_true", help="skip the pooled stress test")
     p.add_argument("--modes", nargs="*", default=None, choices=list(MODES))
     p.add_argument("--keywords", choices=["tfidf", "none"], default="tfidf")
-    p.add_argument("--variant", choices=["int8", "int8-channel", "fp32"], default="int8")
+    p.add_argument("--variant", choices=["auto", "int8", "int8-channel", "fp32"], default="int8")
     p.add_argument("--workers", type=int, default=2, help="concurrent query threads")
     p.add_argument("--prefix", default="bench-memdaily")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,7 @@ from kemem_es.embed.files import (
 from kemem_es.embed.loading import load_session, load_tokenizer, lowercase_if_uncased
 from kemem_es.embed.quantize import channel_int8
 from kemem_es.embed.runs import SideBySide, default_parallel
+from kemem_es.embed.variant import resolve as resolve_variant
 
 if TYPE_CHECKING:
     from tokenizers import Encoding
@@ -286,10 +287,13 @@ class Embedder:
         return int(dim)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Embedder:
-        """A fresh embedder from ``KEMEM_MODEL_DIR`` (wins) or ``KEMEM_MODEL`` (a hub id)."""
+    def from_settings(cls, settings: Settings, variant: Variant | None = None) -> Embedder:
+        """A fresh embedder from ``KEMEM_MODEL_DIR`` (wins) or ``KEMEM_MODEL`` (a hub id);
+        ``variant``: the file to load (default: ``KEMEM_MODEL_VARIANT`` resolved without a
+        store, embed.variant)."""
+        variant = variant or resolve_variant(settings)
         kwargs: dict[str, Any] = {
-            "variant": settings.model_variant,
+            "variant": variant,
             "threads": settings.embed_threads,
             "batch_size": settings.embed_batch,
             "max_length": settings.embed_max_length,
@@ -302,7 +306,7 @@ class Embedder:
         if settings.model_dir is not None:
             return cls(settings.model_dir, **kwargs)
         if settings.model:
-            path = download_model(settings.model, settings.model_variant)
+            path = download_model(settings.model, variant)
             return cls(path, label=settings.model, **kwargs)
         raise EmbedderError(
             "no embedding model configured: set KEMEM_MODEL_DIR to a local ONNX model directory "
@@ -315,12 +319,15 @@ _REMOTE: dict[tuple[object, ...], RemoteEmbedder] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def load_embedder(settings: Settings) -> Embedder | RemoteEmbedder:
+def load_embedder(
+    settings: Settings, stored_model: Callable[[], str | None] | None = None
+) -> Embedder | RemoteEmbedder:
     """The shared embedder for these settings: sessions are costly, so each loads once.
 
     ``KEMEM_EMBED_URL`` set: the remote OpenAI-compatible service (``embed.remote``), else the
-    local ONNX model. Keyed by every setting that changes a vector or how it is computed (two
-    settings differing there must not share one).
+    local ONNX model, its variant resolved with ``stored_model`` (the model name the store's
+    indices record: embed.variant). Keyed by every setting that changes a vector or how it is
+    computed (two settings differing there must not share one).
     """
     if settings.embed_url:
         from kemem_es.embed.remote import RemoteEmbedder
@@ -341,9 +348,10 @@ def load_embedder(settings: Settings) -> Embedder | RemoteEmbedder:
                 _REMOTE[key] = RemoteEmbedder.from_settings(settings)
             return _REMOTE[key]
     source = str(settings.model_dir) if settings.model_dir is not None else settings.model
+    variant = resolve_variant(settings, stored_model)
     key = (
         source,
-        settings.model_variant,
+        variant,
         settings.embed_threads,
         settings.embed_batch,
         settings.embed_max_length,
@@ -354,5 +362,5 @@ def load_embedder(settings: Settings) -> Embedder | RemoteEmbedder:
     )
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = Embedder.from_settings(settings)
+            _CACHE[key] = Embedder.from_settings(settings, variant)
         return _CACHE[key]

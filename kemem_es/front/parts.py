@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
 from kemem_es.engine import Engine, connect
-from kemem_es.errors import Closed, activity
+from kemem_es.errors import Closed, KememError, activity
 from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.extract import Extractor
@@ -74,7 +74,20 @@ class Parts:
     def embedder(self) -> TextEmbedder:
         from kemem_es.embed import load_embedder
 
-        return load_embedder(self.settings)
+        return load_embedder(self.settings, self._stored_model)
+
+    def _stored_model(self) -> str | None:
+        """The model the store's indices were written with (``auto`` loads its variant); None
+        without a store, or when the engine cannot say now: then the files choose, and a
+        store of another model is refused at its first read or write (store.embedding)."""
+        from kemem_es.store.embedding import stored
+
+        try:
+            found = stored(self.engine)
+        except KememError:
+            return None
+        model = found.get("model") if found else None
+        return model if isinstance(model, str) else None
 
     @lazy
     def tokenizer(self) -> Tokenizer:

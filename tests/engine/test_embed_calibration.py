@@ -176,3 +176,40 @@ def test_m3e_english_words_come_first_and_the_vector_fills_the_limit(kemem: Any)
     assert [e.index for e in ask(kemem, q, **default).memory_events] == [
         e.index for e in ask(kemem, q, **default, vector_candidates=True).memory_events
     ]
+
+
+def test_auto_loads_the_variant_the_store_was_written_with(engine_settings: Any) -> None:
+    """A store written with the int8 file keeps being read and written with it when the
+    variant is left to ``auto`` (whose choice for a new store is int8-channel here)."""
+    base = {
+        "index_prefix": f"test-{uuid.uuid4().hex[:8]}",
+        "model_dir": model_dir(),
+        "query_timeout_s": 60.0,
+        "reinforce": False,
+    }
+    first = Kemem(engine_settings.model_copy(update=base | {"model_variant": "int8"}))
+    record = {"agent_id": "a", "user_id": "u", "id": "e1", "description": "用户喜欢周末去爬山",
+              "created_at": "2025-03-01 09:00:00"}  # fmt: skip
+    try:
+        first.init()
+        first.index_records([record], "events")
+        first.engine.client.indices.refresh(index=f"{base['index_prefix']}-*")
+        later = Kemem(engine_settings.model_copy(update=base | {"model_variant": "auto"}))
+        try:
+            assert later.embedder.name == first.embedder.name == f"{model_dir().name} (int8)"
+            resp = later.query("周末爬山", agent_id="a", user_id="u", score_threshold=0)
+            assert [e.index for e in resp.memory_events] == ["e1"]
+        finally:
+            later.close()
+        fresh = Kemem(
+            engine_settings.model_copy(
+                update=base | {"model_variant": "auto", "index_prefix": base["index_prefix"] + "n"}
+            )
+        )
+        try:
+            fresh.init()  # a new store: int8-channel, recorded as such
+            assert stored(fresh.engine)["model"] == f"{model_dir().name} (int8-channel)"
+        finally:
+            drop_prefix(fresh)
+    finally:
+        drop_prefix(first)

@@ -1,0 +1,102 @@
+"""KEMEM_MODEL_VARIANT=auto (embed.variant, opt-in): the store's own variant first, then
+int8-channel where this process can load it, then int8. No model runs here: a stand-in fp32
+file."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kemem_es.config import Settings
+from kemem_es.embed import variant as variant_mod
+from kemem_es.embed.quantize import derived_path
+from kemem_es.embed.variant import named_variant, resolve
+
+
+def _settings(tmp_path: Path, fp32: bool = True, **update: Any) -> Settings:
+    model = tmp_path / "model"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "model_int8.onnx").write_bytes(b"int8")
+    if fp32:
+        (model / "model.onnx").write_bytes(b"fp32")
+    values: dict[str, Any] = {
+        "model_dir": model,
+        "model_variant": "auto",
+        "model_cache_dir": tmp_path / "cache",
+    }
+    return Settings(**(values | update))
+
+
+@pytest.fixture()
+def no_onnx(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        variant_mod.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "onnx" else real(name, *a),
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("m3e-small-onnx (int8)", "int8"),
+        ("m3e-small-onnx (int8-channel)", "int8-channel"),
+        ("bge-m3 (fp32, cls pooling, prefixes 1a2b3c4d)", "fp32"),
+        ("text-embedding-v3", None),  # a remote model records no file
+        ("odd (not a variant)", None),
+        (None, None),
+    ],
+)
+def test_the_variant_a_model_name_records(name: str | None, want: str | None) -> None:
+    assert named_variant(name) == want
+
+
+def test_the_store_s_variant_comes_first(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    assert resolve(s, lambda: "m3e-small-onnx (int8)") == "int8"
+    assert resolve(s, lambda: "m3e-small-onnx (fp32)") == "fp32"
+    assert resolve(s, lambda: None) == "int8-channel"  # no store yet
+
+
+def test_a_set_variant_wins_and_the_store_is_not_asked(tmp_path: Path) -> None:
+    asked: list[bool] = []
+
+    def stored() -> str:
+        asked.append(True)
+        return "m3e-small-onnx (int8-channel)"
+
+    assert resolve(_settings(tmp_path, model_variant="int8"), stored) == "int8"
+    assert resolve(_settings(tmp_path, model_variant="fp32"), stored) == "fp32"
+    assert asked == []
+
+
+def test_int8_channel_where_it_can_be_had(tmp_path: Path) -> None:
+    assert resolve(_settings(tmp_path)) == "int8-channel"  # fp32 file, onnx installed
+    assert resolve(_settings(tmp_path / "x", fp32=False)) == "int8"  # no fp32 file
+
+
+@pytest.mark.usefixtures("no_onnx")
+def test_without_the_onnx_package_only_a_derived_file_will_do(tmp_path: Path) -> None:
+    s = _settings(tmp_path)
+    assert resolve(s) == "int8"
+    assert s.model_dir is not None and s.model_cache_dir is not None
+    cached = derived_path(s.model_dir / "model.onnx", s.model_cache_dir)
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"derived earlier")
+    assert resolve(s) == "int8-channel"
+
+
+def test_a_hub_model_id_gets_int8(tmp_path: Path) -> None:
+    s = _settings(tmp_path, model_dir=None, model="BAAI/bge-small-zh-v1.5")
+    assert resolve(s) == "int8"  # its fp32 file is not fetched unasked
+    assert resolve(s, lambda: "BAAI/bge-small-zh-v1.5 (fp32)") == "fp32"
+
+
+def test_int8_stays_the_default() -> None:
+    # auto would give a new store int8-channel; the README's dog example then misses its entity
+    # bridge (bench/results/2026-11-30-channel), so the switch waits
+    assert Settings.model_fields["model_variant"].default == "int8"
