@@ -80,10 +80,20 @@ class Parts:
         """The model the store's indices were written with (``auto`` loads its variant); None
         without a store, or when the engine cannot say now: then the files choose, and a
         store of another model is refused at its first read or write (store.embedding)."""
+        from kemem_es.runtime import LoopNotRunning
         from kemem_es.store.embedding import stored
 
         try:
-            found = stored(self.engine)
+            try:
+                found = stored(self.engine)
+            except LoopNotRunning:
+                # AsyncKemem before its loop runs (kemem-es serve loads the model first): one
+                # read on a synchronous client of its own
+                engine = connect(self.settings)
+                try:
+                    found = stored(engine)
+                finally:
+                    engine.client.close()
         except KememError:
             return None
         model = found.get("model") if found else None

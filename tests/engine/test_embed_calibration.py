@@ -201,6 +201,11 @@ def test_auto_loads_the_variant_the_store_was_written_with(engine_settings: Any)
             assert [e.index for e in resp.memory_events] == ["e1"]
         finally:
             later.close()
+        # kemem-es serve loads the model before AsyncKemem's loop runs: the store is read then too
+        from kemem_es import AsyncKemem
+
+        served = AsyncKemem(engine_settings.model_copy(update=base | {"model_variant": "auto"}))
+        assert served.core.embedder.name == first.embedder.name
         fresh = Kemem(
             engine_settings.model_copy(
                 update=base | {"model_variant": "auto", "index_prefix": base["index_prefix"] + "n"}
