@@ -1,4 +1,4 @@
-"""The ``int8-channel`` variant: int8 weights with one scale per output channel, derived from
+"""The ``int8-channel`` variant: 8-bit weights with one scale per output channel, derived from
 the model's fp32 file and kept in a cache (issue 39).
 
 The int8 files a model ships (``model_int8.onnx``, optimum's ``model_quantized.onnx``) are
@@ -14,6 +14,14 @@ per machine under the cache directory (``KEMEM_MODEL_CACHE_DIR``), named by the 
 digest: an edited or replaced fp32 file gets a new one, and two processes deriving at once each
 write a temporary file and rename it (the same bytes either way). Deriving needs the ``onnx``
 package (the ``quantize`` extra); loading a derived file needs only onnxruntime.
+
+The weights' sign follows the CPU (``weight_type``). onnxruntime multiplies uint8 activations by
+int8 weights with VPMADDUBSW on x86 CPUs without VNNI, whose 16-bit pair sums saturate; with one
+scale per channel every column uses the whole int8 range, so they saturate often: on an AMD EPYC
+with AVX2 alone the int8-weight file's vectors sat at cosine 0.70 to fp32's
+(bench/results/2026-11-30-avx2). uint8 weights take a kernel that widens to 16 bits first, exact
+on every CPU, and cost the same there; VNNI (and AMX) multiply int8 weights in one exact
+instruction, so CPUs with it keep int8 weights and their faster kernel.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import platform
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +38,34 @@ from pathlib import Path
 from kemem_es.embed.files import EmbedderError
 
 # Part of the derived file's name: a change of how it is derived must not reuse an old file.
-RECIPE = "dyn-qint8-per-channel-v1"
+RECIPE = "dyn-{weights}-per-channel-v1"
+
+# CPU flags (Linux's /proc/cpuinfo names) of an exact int8 × uint8 multiply on x86.
+_EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def _cpu_flags() -> frozenset[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()  # not Linux: unknown, so the safe choice below
+
+
+def weight_type(machine: str | None = None, flags: frozenset[str] | None = None) -> str:
+    """``"qint8"`` where onnxruntime multiplies int8 weights exactly (x86 with VNNI or AMX, and
+    ARM's dot-product kernels), else ``"quint8"`` (x86 without VNNI: see the module's note)."""
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return "qint8"
+    return "qint8" if (_cpu_flags() if flags is None else flags) & _EXACT_INT8_FLAGS else "quint8"
+
+
+def recipe(weights: str | None = None) -> str:
+    return RECIPE.format(weights=weights or weight_type())
 
 
 @contextmanager
@@ -60,14 +96,16 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def derived_path(fp32_path: Path, cache_dir: Path) -> Path:
-    return cache_dir / f"{fp32_path.stem}-{file_digest(fp32_path)}-{RECIPE}.onnx"
+def derived_path(fp32_path: Path, cache_dir: Path, weights: str | None = None) -> Path:
+    """Where the file derived for this CPU's weight type (or ``weights``) is cached."""
+    return cache_dir / f"{fp32_path.stem}-{file_digest(fp32_path)}-{recipe(weights)}.onnx"
 
 
 def channel_int8(fp32_path: Path, cache_dir: Path | None = None) -> Path:
     """The per-channel int8 file derived from ``fp32_path``: from the cache, or derived now."""
     cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    target = derived_path(fp32_path, cache_dir)
+    weights = weight_type()
+    target = derived_path(fp32_path, cache_dir, weights)
     if target.is_file():
         return target
     try:
@@ -88,7 +126,12 @@ def channel_int8(fp32_path: Path, cache_dir: Path | None = None) -> Path:
         ) from exc
     try:
         with _quiet_root_logger():  # its advice to pre-process is for calibrated quantisation
-            quantize_dynamic(str(fp32_path), tmp, per_channel=True, weight_type=QuantType.QInt8)
+            quantize_dynamic(
+                str(fp32_path),
+                tmp,
+                per_channel=True,
+                weight_type=QuantType.QInt8 if weights == "qint8" else QuantType.QUInt8,
+            )
         os.chmod(tmp, 0o644)  # mkstemp's 0600: the cache is shared by the machine's users
         os.replace(tmp, target)
     except Exception as exc:
