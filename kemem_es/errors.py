@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, NoReturn, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -180,8 +180,9 @@ def invalid_options(exc: ValidationError) -> InvalidInput:
 
 def guarded(verb: Callable[P, T]) -> Callable[P, T]:
     """A public verb that lets only KememError subclasses escape: input nested past Python's
-    recursion limit is InvalidInput; an engine client's exception that escaped its seam is
-    translated there; anything else is an InternalError (a bug), chained."""
+    recursion limit, and arguments the verb's signature refuses (a missing ``agent_id``), are
+    InvalidInput; an engine client's exception that escaped its seam is translated there;
+    anything else is an InternalError (a bug), chained."""
 
     @functools.wraps(verb)
     def call(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -191,15 +192,24 @@ def guarded(verb: Callable[P, T]) -> Callable[P, T]:
             raise
         except RecursionError:
             raise InvalidInput("input nested too deeply") from None
+        except TypeError as exc:
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_next is None:  # raised by this call: the arguments
+                raise InvalidInput(f"{verb.__name__}: {exc}") from None
+            _internal(verb.__name__, exc)
         except Exception as exc:
             from kemem_es.engine.errors import CLIENT_ERRORS, translate_client_error
 
             if isinstance(exc, CLIENT_ERRORS):
                 raise translate_client_error(exc, verb.__name__) from exc
-            log.debug("%s failed unexpectedly", verb.__name__, exc_info=exc)
-            raise InternalError(
-                f"{verb.__name__} failed unexpectedly ({type(exc).__name__}): a bug in "
-                "kemem-es, please report it (the traceback is logged at DEBUG)"
-            ) from exc
+            _internal(verb.__name__, exc)
 
     return call
+
+
+def _internal(name: str, exc: Exception) -> NoReturn:
+    log.debug("%s failed unexpectedly", name, exc_info=exc)
+    raise InternalError(
+        f"{name} failed unexpectedly ({type(exc).__name__}): a bug in "
+        "kemem-es, please report it (the traceback is logged at DEBUG)"
+    ) from exc

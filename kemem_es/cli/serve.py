@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from kemem_es.cli.common import EXIT_ERROR, EXIT_INVALID, error, guarded
-from kemem_es.errors import InvalidInput
+from kemem_es.errors import EngineUnavailable, InvalidInput
 
 if TYPE_CHECKING:
     from kemem_es.async_kemem import AsyncKemem
@@ -120,7 +120,10 @@ def _warmed_kemem(settings: Settings) -> AsyncKemem:
 
     km = AsyncKemem(settings)
     with guarded():  # a missing model or a bad text file fails now, not on every request
-        km.core.embedder  # noqa: B018
+        try:
+            km.core.embedder  # noqa: B018
+        except EngineUnavailable as exc:  # auto waits for the store to say which variant
+            logging.getLogger("kemem_es.server").warning("model not loaded at start: %s", exc)
         km.core.tokenizer  # noqa: B018
         km.core.expander  # noqa: B018  (the lexicon, its overrides and the IDF table)
     return km

@@ -7,7 +7,8 @@ be had (a local fp32 file, and the quantize extra installed or the file already 
 of fp32's quality at int8's cost, bench/results/2026-11-30-channel); else ``int8``. A hub model
 id gets ``int8`` unless its store says otherwise: its fp32 file is not fetched unasked (4× the
 download). Whichever is chosen, an index written with another model is still refused
-(store.embedding), never mixed.
+(store.embedding), never mixed. An engine that cannot say which variant its store holds fails
+the load (front.parts: ``Parts._stored_model``), to be asked again at the next call.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kemem_es.config import Settings, get_settings
 from kemem_es.config import setting_file as _setting_file
 from kemem_es.engine import Engine, connect
-from kemem_es.errors import Closed, KememError, activity
+from kemem_es.errors import Closed, EngineUnavailable, KememError, activity
 from kemem_es.logs import quiet_client_logs
 from kemem_es.memory import MemoryService
 from kemem_es.memory.extract import Extractor
@@ -78,8 +78,9 @@ class Parts:
 
     def _stored_model(self) -> str | None:
         """The model the store's indices were written with (``auto`` loads its variant); None
-        without a store, or when the engine cannot say now: then the files choose, and a
-        store of another model is refused at its first read or write (store.embedding)."""
+        without a store. An engine that cannot say now raises ``EngineUnavailable``: choosing
+        by the files then would load the other variant for a store written with it, refused
+        until the process restarts; the lazy embedder asks again at the next call instead."""
         from kemem_es.runtime import LoopNotRunning
         from kemem_es.store.embedding import stored
 
@@ -94,7 +95,13 @@ class Parts:
                     found = stored(engine)
                 finally:
                     engine.client.close()
-        except KememError:
+        except EngineUnavailable as exc:
+            raise EngineUnavailable(
+                "KEMEM_MODEL_VARIANT=auto loads the variant the store was written with, and the "
+                f"engine cannot say which now ({type(exc).__name__}): the model loads at the "
+                "first call that reaches it; set KEMEM_MODEL_VARIANT to load without the engine"
+            ) from exc
+        except KememError:  # an answer, not an outage: nothing recorded that auto can read
             return None
         model = found.get("model") if found else None
         return model if isinstance(model, str) else None

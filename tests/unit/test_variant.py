@@ -100,3 +100,36 @@ def test_int8_stays_the_default() -> None:
     # auto would give a new store int8-channel; the README's dog example then misses its entity
     # bridge (bench/results/2026-11-30-channel), so the switch waits
     assert Settings.model_fields["model_variant"].default == "int8"
+
+
+def test_an_engine_that_cannot_say_now_is_asked_again_not_guessed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Choosing by the files while the engine is down would load int8-channel for a store
+    written with int8, refused until the process restarts: the load fails and is retried."""
+    from kemem_es.errors import EngineUnavailable
+    from kemem_es.front.parts import Parts
+
+    answers: list[Any] = [EngineUnavailable("down"), {"model": "m3e-small-onnx (int8)"}]
+
+    def stored(engine: object) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    loaded: list[str] = []
+
+    def load(settings: Settings, stored_model: Any) -> str:
+        loaded.append(resolve(settings, stored_model))
+        return "the embedder"
+
+    monkeypatch.setattr("kemem_es.store.embedding.stored", stored)
+    monkeypatch.setattr("kemem_es.embed.load_embedder", load)
+    parts = Parts(_settings(tmp_path))
+    parts.__dict__["engine"] = object()  # stands in: `stored` above answers for it
+    with pytest.raises(EngineUnavailable, match="KEMEM_MODEL_VARIANT=auto") as err:
+        parts.embedder  # noqa: B018
+    assert "set KEMEM_MODEL_VARIANT" in str(err.value) and loaded == []
+    assert parts.embedder == "the embedder"
+    assert loaded == ["int8"]  # the store's, not the files' int8-channel
