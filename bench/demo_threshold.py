@@ -6,8 +6,8 @@
 Indexes the bundled demo corpus (nothing else) and asks the README's examples with every knob
 at its default: 「胃疼」 (木木, 黎深) should recall 木木's gastritis memory,
 「我那只狗最近好像胖了」 (小满, 黎深) 豆包's vet memory, 「小雨又想吃火锅了」 (木木, 祁煜)
-rank the hot-pot night first (alone or tied at the top), and small talk recall nothing. Prints each query's hits
-(score, id, text) and the entities.
+rank the hot-pot night first (alone or tied at the top), and small talk recall nothing.
+Prints each query's hits (score, id, text) and the entities.
 """
 
 from __future__ import annotations
