@@ -26,6 +26,7 @@ instruction, so CPUs with it keep int8 weights and their faster kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -34,16 +35,20 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal
 
 from kemem_es.embed.files import EmbedderError
 
 # Part of the derived file's name: a change of how it is derived must not reuse an old file.
 RECIPE = "dyn-{weights}-per-channel-v1"
 
+WeightType = Literal["qint8", "quint8"]
+
 # CPU flags (Linux's /proc/cpuinfo names) of an exact int8 × uint8 multiply on x86.
 _EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
+@functools.cache  # the CPU does not change under a running process
 def _cpu_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
@@ -55,7 +60,7 @@ def _cpu_flags() -> frozenset[str]:
     return frozenset()  # not Linux: unknown, so the safe choice below
 
 
-def weight_type(machine: str | None = None, flags: frozenset[str] | None = None) -> str:
+def weight_type(machine: str | None = None, flags: frozenset[str] | None = None) -> WeightType:
     """``"qint8"`` where onnxruntime multiplies int8 weights exactly (x86 with VNNI or AMX, and
     ARM's dot-product kernels), else ``"quint8"`` (x86 without VNNI: see the module's note)."""
     machine = (machine or platform.machine()).lower()
@@ -64,7 +69,7 @@ def weight_type(machine: str | None = None, flags: frozenset[str] | None = None)
     return "qint8" if (_cpu_flags() if flags is None else flags) & _EXACT_INT8_FLAGS else "quint8"
 
 
-def recipe(weights: str | None = None) -> str:
+def recipe(weights: WeightType | None = None) -> str:
     return RECIPE.format(weights=weights or weight_type())
 
 
@@ -96,7 +101,7 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def derived_path(fp32_path: Path, cache_dir: Path, weights: str | None = None) -> Path:
+def derived_path(fp32_path: Path, cache_dir: Path, weights: WeightType | None = None) -> Path:
     """Where the file derived for this CPU's weight type (or ``weights``) is cached."""
     return cache_dir / f"{fp32_path.stem}-{file_digest(fp32_path)}-{recipe(weights)}.onnx"
 
