@@ -14,7 +14,14 @@ import pytest
 from kemem_es.config import Settings
 from kemem_es.embed import Embedder, EmbedderError
 from kemem_es.embed.onnx import load_embedder
-from kemem_es.embed.quantize import channel_int8, derived_path, recipe, weight_type
+from kemem_es.embed.quantize import (
+    _digest,
+    channel_int8,
+    derived_path,
+    file_digest,
+    recipe,
+    weight_type,
+)
 
 _REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = Path(
@@ -104,8 +111,17 @@ def test_the_cache_name_follows_the_fp32_file(tmp_path: Path) -> None:
     model.write_bytes(b"one")
     first = derived_path(model, tmp_path / "cache")
     assert derived_path(model, tmp_path / "cache") == first
-    model.write_bytes(b"two")  # an edited or replaced file is derived again
+    model.write_bytes(b"three")  # an edited or replaced file is derived again
     assert derived_path(model, tmp_path / "cache") != first
+
+
+def test_the_digest_is_read_once_a_process(tmp_path: Path) -> None:
+    # auto asks for the digest twice a load; a 95 MB file is read once
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"weights")
+    first = file_digest(model)
+    hits = _digest.cache_info().hits
+    assert file_digest(model) == first and _digest.cache_info().hits == hits + 1
 
 
 def test_the_weights_sign_follows_the_cpu(tmp_path: Path) -> None:
