@@ -5,8 +5,7 @@ small talk before it names nothing) against ``now`` and returns a
 :class:`Timeframe`: a date range ``[start, end)`` in ``now``'s calendar, and what kind it is:
 
 - ``recent`` — 「这几天」「这两天」「近几天」 (the last 7 days), 「最近」「近来」「这阵子」
-  「这段时间」「现在」「目前」「如今」「眼下」 (the last 30 days): newer memories are favoured a
-  little;
+  「这段时间」 (the last 30 days): newer memories are favoured a little;
 - ``period`` — a named period: 「昨天」「前天」「大前天」, 「上周」「上上周」「这周」,
   「上个月」「上上个月」「这个月」, 「去年」「前年」「大前年」「今年」, 「N天前」「N周前」
   「N个月前」「N年前」, 「前几天」「前阵子」, 「2024年」, 「(去年)3月」: the memories of that
@@ -16,7 +15,11 @@ small talk before it names nothing) against ``now`` and returns a
   favouring recency and lets the past be recalled.
 
 「今天」「刚才」 name nothing: the time decay already puts today's memories first among equals,
-and in chat they are mostly small talk (「今天天气真好」). Pure text work: no engine.
+and in chat they are mostly small talk (「今天天气真好」). Nor do the words of the present,
+「现在」「目前」「如今」「眼下」: in a chat turn they set the present against a remembered past
+(「我到现在都记得」「现在想起来还后怕」「现在这个小摊子里我说了算」), whose memory is older, and
+a question with them (「我现在住哪」) asks for the current fact, which supersession answers
+(docs/facts.md). Pure text work: no engine.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ _CHILDHOOD = re.compile(
     r"|(?:上|读)(?:初中|中学|高中)的?时候|中学时|高中时"
 )
 _RECENT_SHORT = re.compile(r"这几天|这两天|近几天|近两天|这几日|近日")
-_RECENT = re.compile(r"最近|近来|这阵子|这段时间|这一阵|近期|现在|目前|如今|眼下")
+_RECENT = re.compile(r"最近|近来|这阵子|这段时间|这一阵|近期")
 _AGO = re.compile(rf"({_NUM})\s*(?:个)?(天|日|周|星期|礼拜|月|年)(?:以前|之前|前)")
 _EXPLICIT_YEAR = re.compile(r"(?<![0-9])((?:19|20)[0-9]{2})\s*年")
 _MONTH = re.compile(
