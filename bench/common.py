@@ -146,7 +146,7 @@ def stage_table(timings: list[Mapping[str, float]]) -> dict[str, dict[str, float
     return {s: percentiles(t.get(s, 0.0) for t in timings) for s in STAGES}
 
 
-def make_kemem(prefix: str, variant: str = "int8", **overrides: Any) -> Any:
+def make_kemem(prefix: str, variant: str = "auto", **overrides: Any) -> Any:
     from kemem_es import Kemem
 
     if not prefix.startswith("bench-"):

@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true")
     p.add_argument("--keep", action="store_true")
     p.add_argument("--set", default="", help="JSON of QueryParams overrides")
-    p.add_argument("--variant", default="int8", choices=["int8", "int8-channel", "fp32", "auto"])
+    p.add_argument("--variant", default="auto", choices=["int8", "int8-channel", "fp32", "auto"])
     args = p.parse_args(argv)
     from kemem_es.kemem import DEMO_FILES
 

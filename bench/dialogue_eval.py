@@ -468,8 +468,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--variant",
         choices=["auto", "int8", "int8-channel", "fp32"],
-        default="int8",
-        help="model variant",
+        default="auto",
+        help="model variant (auto, the package's default: a kept store's own)",
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--prefix", default="bench-q-dialogue")

@@ -280,7 +280,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-pooled", action="store_true", help="skip the pooled stress test")
     p.add_argument("--modes", nargs="*", default=None, choices=list(MODES))
     p.add_argument("--keywords", choices=["tfidf", "none"], default="tfidf")
-    p.add_argument("--variant", choices=["auto", "int8", "int8-channel", "fp32"], default="int8")
+    p.add_argument("--variant", choices=["auto", "int8", "int8-channel", "fp32"], default="auto")
     p.add_argument("--workers", type=int, default=2, help="concurrent query threads")
     p.add_argument("--prefix", default="bench-memdaily")
     p.add_argument("--keep", action="store_true", help="keep the indices afterwards")

@@ -135,10 +135,10 @@ class Settings(BaseSettings):
     model_dir: Path | None = None
     model: str | None = None
     # int8-channel: int8 with one weight scale per output channel, derived once from the fp32
-    # file into model_cache_dir (embed.quantize; needs the quantize extra to derive). auto: the
-    # store's own variant, else int8-channel where it can be had, else int8 (embed.variant).
-    # int8 stays the default: docs/embedders.md says why (bench/results/2026-11-30-channel).
-    model_variant: Literal["auto", "int8", "int8-channel", "fp32"] = "int8"
+    # file into model_cache_dir (embed.quantize). auto, the default: the store's own variant,
+    # else int8-channel where it can be had, else int8 (embed.variant; why: docs/embedders.md,
+    # bench/results/2026-11-30-channel and 2026-12-01-auto).
+    model_variant: Literal["auto", "int8", "int8-channel", "fp32"] = "auto"
     model_cache_dir: Path | None = Field(
         default=None, description="derived model files (None: ~/.cache/kemem-es/models)"
     )

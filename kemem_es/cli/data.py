@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 ModelDirOpt = typer.Option(None, "--model-dir", help="local ONNX model dir (KEMEM_MODEL_DIR)")
 VariantOpt = typer.Option(
-    None, "--variant", help="int8, int8-channel or fp32 (KEMEM_MODEL_VARIANT)"
+    None,
+    "--variant",
+    help="auto (the store's own, else int8-channel where it can be had), int8, int8-channel "
+    "or fp32 (KEMEM_MODEL_VARIANT)",
 )
 
 

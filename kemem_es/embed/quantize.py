@@ -13,7 +13,8 @@ The derived file is a pure function of the fp32 file and these settings, so it i
 per machine under the cache directory (``KEMEM_MODEL_CACHE_DIR``), named by the fp32 file's
 digest: an edited or replaced fp32 file gets a new one, and two processes deriving at once each
 write a temporary file and rename it (the same bytes either way). Deriving needs the ``onnx``
-package (the ``quantize`` extra); loading a derived file needs only onnxruntime.
+package (in the base install, for the default variant ``auto``); loading a derived file needs
+only onnxruntime.
 
 The weights' sign follows the CPU (``weight_type``). onnxruntime multiplies uint8 activations by
 int8 weights with VPMADDUBSW on x86 CPUs without VNNI, whose 16-bit pair sums saturate; with one
@@ -127,7 +128,8 @@ def channel_int8(fp32_path: Path, cache_dir: Path | None = None) -> Path:
     except ImportError as exc:
         raise EmbedderError(
             "the int8-channel model variant is derived from the fp32 file with the onnx "
-            "package: pip install 'kemem-es[quantize]', or set KEMEM_MODEL_VARIANT=int8"
+            "package (in kemem-es's base install): pip install onnx, or set "
+            "KEMEM_MODEL_VARIANT=int8"
         ) from exc
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)

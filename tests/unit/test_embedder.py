@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 
 from kemem_es.config import Settings
 from kemem_es.embed import Embedder, EmbedderError, load_embedder
+from kemem_es.embed.files import ONNX_NAMES, find_file
 
 _REPO = Path(__file__).resolve().parents[2]
 MODEL_DIR = Path(
@@ -144,7 +145,9 @@ def test_settings_model_dir_wins_and_is_cached() -> None:
     settings = Settings(model_dir=MODEL_DIR, model="kemem-test/never-fetched", embed_threads=1)
     first = load_embedder(settings)
     assert first is load_embedder(Settings(model_dir=MODEL_DIR, embed_threads=1))
-    assert first.variant == "int8" and first.dim == 512
+    # auto, the default: int8-channel, derived from the directory's fp32 file where it has one
+    has_fp32 = find_file(MODEL_DIR, ONNX_NAMES["fp32"]) is not None
+    assert first.variant == ("int8-channel" if has_fp32 else "int8") and first.dim == 512
 
 
 def _wordpiece(vocab: list[str]) -> object:

@@ -157,11 +157,11 @@ def test_no_fp32_file_says_which_and_what_to_set(tmp_path: Path) -> None:
 
 
 @needs_model
-def test_without_the_onnx_package_says_which_extra(
+def test_without_the_onnx_package_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnxruntime.quantization", None)  # import fails
-    with pytest.raises(EmbedderError, match=r"kemem-es\[quantize\]"):
+    with pytest.raises(EmbedderError, match=r"pip install onnx.*KEMEM_MODEL_VARIANT=int8"):
         channel_int8(MODEL_DIR / "model.onnx", tmp_path / "cache")
 
 

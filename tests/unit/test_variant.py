@@ -1,4 +1,4 @@
-"""KEMEM_MODEL_VARIANT=auto (embed.variant, opt-in): the store's own variant first, then
+"""KEMEM_MODEL_VARIANT=auto (embed.variant, the default): the store's own variant first, then
 int8-channel where this process can load it, then int8. No model runs here: a stand-in fp32
 file."""
 
@@ -96,10 +96,23 @@ def test_a_hub_model_id_gets_int8(tmp_path: Path) -> None:
     assert resolve(s, lambda: "BAAI/bge-small-zh-v1.5 (fp32)") == "fp32"
 
 
-def test_int8_stays_the_default() -> None:
-    # auto would give a new store int8-channel; the README's dog example then misses its entity
-    # bridge (bench/results/2026-11-30-channel), so the switch waits
-    assert Settings.model_fields["model_variant"].default == "int8"
+def test_auto_is_the_default() -> None:
+    # a new store gets int8-channel where it can be had; a store keeps the variant it records
+    assert Settings.model_fields["model_variant"].default == "auto"
+
+
+def test_a_cache_that_cannot_be_written_starts_a_new_store_on_int8(tmp_path: Path) -> None:
+    """Deriving would fail at the load (every call refused): auto gives int8 instead, which the
+    new store then records and keeps. (A file where the cache's folder would be: what a
+    read-only mount is to a process, and testable as root.)"""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_bytes(b"")
+    s = _settings(tmp_path, model_cache_dir=blocked / "kemem-es" / "models")
+    assert resolve(s) == "int8"
+    assert resolve(s, lambda: "m3e-small-onnx (int8-channel)") == "int8-channel"
+    assert resolve(_settings(tmp_path, model_cache_dir=tmp_path / "new" / "cache")) == (
+        "int8-channel"  # a folder not made yet, under one that can be written
+    )
 
 
 def test_an_engine_that_cannot_say_now_is_asked_again_not_guessed(
