@@ -23,6 +23,7 @@ from kemem_es.embed.calibrate import (
     corpus,
     measure,
     reference,
+    variant_shift,
 )
 from kemem_es.search.profile import script_params
 
@@ -157,6 +158,44 @@ def test_apply_keeps_the_callers_choices_and_the_latin_profile() -> None:
     assert (kept.vec_floor, kept.vec_ceil) == (0.1, 0.2)
     assert kept.latin_vec_floor == cal["params"]["latin_vec_floor"]
     assert apply(base, None) is base and apply(base, {}) is base
+
+
+def test_another_file_of_the_reference_model_keeps_its_mid_range_scores() -> None:
+    """The same model quantised otherwise (unrelated and paraphrase medians the reference's)
+    whose memories' median sits lower: its Chinese and entity scales move down with it, so a
+    memory of the reference's mid-range scores what it scored with the reference file. Any
+    other model keeps the two-median placement."""
+    ref_zh, ref_en = REFERENCE["zh"], REFERENCE["en"]
+    variant = {"zh": {**ref_zh, "memories": ref_zh["memories"] - 0.0042}, "en": dict(ref_en)}
+    assert variant_shift(variant) == pytest.approx(-0.0042)
+    got, want = calibration(variant, "m3e (int8-channel)", 512)["params"], reference()["params"]
+    for key in ("vec_floor", "vec_ceil", "entity_vec_floor", "entity_vec_ceil"):
+        assert got[key] == pytest.approx(want[key] - 0.0042, abs=1e-4), key
+    assert got["latin_vec_floor"] == want["latin_vec_floor"]  # English: not shifted
+    other = {
+        "zh": {"unrelated": 0.5, "paraphrase": 0.63, "memories": 0.45, "auc": 0.99},
+        "en": dict(ref_en),
+    }
+    assert variant_shift(other) == 0.0
+    assert variant_shift(REFERENCE) == 0.0
+
+
+@pytest.mark.parametrize("variant", ["int8-channel", "fp32"])
+def test_the_better_files_score_a_memory_where_the_shipped_int8_does(variant: str) -> None:
+    """Measured: the calibration corpus's memories against each other, on each file's own
+    calibrated scale — the int8-channel and fp32 files' mid-range agrees with the int8 file's
+    (unshifted it sat ~0.02 of the vector term lower)."""
+    files = {v: load_embedder(get_settings().model_copy(update={"model_variant": v}))
+             for v in ("int8", variant)}  # fmt: skip
+    texts = [memory for _, memory in corpus()["zh"]]
+    level = {}
+    for v, emb in files.items():
+        vecs = emb.embed(texts)
+        vecs = vecs / np.linalg.norm(vecs, axis=1)[:, None]
+        cos = (vecs @ vecs.T)[~np.eye(len(texts), dtype=bool)]
+        p = calibrate(emb)["params"]
+        level[v] = float(np.median((cos - p["vec_floor"]) / (p["vec_ceil"] - p["vec_floor"])))
+    assert level[variant] == pytest.approx(level["int8"], abs=0.008)
 
 
 def test_weak_models_scale_never_leaves_the_cosine_range() -> None:
