@@ -13,7 +13,8 @@ each means; every line against the other lines' memories gives the unrelated pai
 constant c becomes ``u + (c − u_ref) / (p_ref − u_ref) · (p − u)``, with u, p the medians of
 the unrelated and paraphrase cosines (the reference model's u_ref, p_ref measured the same
 way), so a score of 0.5 sits at the same place between "unrelated" and "the same meaning" for
-any model, and m3e gets back the numbers it was tuned with.
+any model, and m3e gets back the numbers it was tuned with. Another file of m3e itself (its u
+and p within ``VARIANT_TOL``) is also placed by the memories' median (``variant_shift``).
 
 A language the model separates poorly (AUC of paraphrase over unrelated below ``STRONG_AUC``:
 m3e on English 0.89, MiniLM on Chinese 0.83) takes the keyword-leaning profile m3e's English

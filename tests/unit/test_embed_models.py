@@ -185,8 +185,12 @@ def test_the_better_files_score_a_memory_where_the_shipped_int8_does(variant: st
     """Measured: the calibration corpus's memories against each other, on each file's own
     calibrated scale — the int8-channel and fp32 files' mid-range agrees with the int8 file's
     (unshifted it sat ~0.02 of the vector term lower)."""
-    files = {v: load_embedder(get_settings().model_copy(update={"model_variant": v}))
-             for v in ("int8", variant)}  # fmt: skip
+    files = {
+        v: load_embedder(
+            get_settings().model_copy(update={"model_dir": Path(model_dir()), "model_variant": v})
+        )
+        for v in ("int8", variant)
+    }
     texts = [memory for _, memory in corpus()["zh"]]
     level = {}
     for v, emb in files.items():
